@@ -1,0 +1,30 @@
+# `make demo`: set up .venv and fit the default hierarchical BNN on moons.
+# `make test`: set up .venv and run the test suite (what .ci/run calls).
+# PYTHON may be set to any Python >= 3.12; otherwise the first found is used.
+SHELL := /bin/bash
+VENV := .venv
+PYTHON ?= $(shell for p in python3.12 python3.13 python3 \
+	$$HOME/.pyenv/versions/3.12*/bin/python3 $$HOME/.pyenv/versions/3.13*/bin/python3; do \
+	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; break; }; done)
+
+.PHONY: demo test all-priors clean
+
+$(VENV)/.installed: pyproject.toml
+	@test -n "$(PYTHON)" || { echo "error: no Python >= 3.12 found; set PYTHON=/path/to/python3.12" >&2; exit 2; }
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q -e '.[test]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/python -m experiments.moons
+
+test: $(VENV)/.installed
+	$(VENV)/bin/python -m pytest -q
+
+all-priors: $(VENV)/.installed
+	$(VENV)/bin/python -m experiments.moons --all-priors
+	$(VENV)/bin/python -m experiments.circles --all-priors
+
+clean:
+	rm -rf $(VENV) results

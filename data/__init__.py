@@ -1,0 +1,1 @@
+"""Data set loaders. Downloaded files are cached under ``data/cache/`` (gitignored)."""

@@ -1,0 +1,1 @@
+"""Metrics and figures for fitted Bayesian neural networks."""

@@ -1,0 +1,105 @@
+"""Figures: uncertainty maps, weight posteriors, prior comparison.
+
+Every function returns nothing and writes one PNG atomically.
+"""
+
+from __future__ import annotations
+
+import arviz as az
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from inference.io import atomic_write  # noqa: E402
+
+
+def _save(fig, path) -> None:
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png"))
+    plt.close(fig)
+
+
+def _scatter(ax, X, y) -> None:
+    ax.scatter(X[:, 0], X[:, 1], c=y, cmap="coolwarm", s=9, edgecolors="k", linewidths=0.3)
+
+
+def uncertainty_map(path, xx, yy, proba_grid, X, y, title: str = "") -> None:
+    """Seed 004's two panels: posterior mean of P(class 1) and its posterior std.
+
+    ``proba_grid`` is ``(draws, xx.size, classes)``; training points ``X, y``
+    are drawn on top.
+    """
+    p1 = proba_grid[..., 1]
+    mean, std = p1.mean(0).reshape(xx.shape), p1.std(0).reshape(xx.shape)
+    fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.2), sharey=True)
+    panels = [
+        (mean, "coolwarm", (0, 1), "posterior predictive mean of P(class 1)"),
+        (std, "viridis", (0, None), "posterior std of P(class 1) (uncertainty)"),
+    ]
+    for ax, (z, cmap, (lo, hi), label) in zip(axes, panels):
+        im = ax.contourf(xx, yy, z, levels=20, cmap=cmap, vmin=lo, vmax=hi)
+        fig.colorbar(im, ax=ax, label=label, fraction=0.046, pad=0.03)
+        _scatter(ax, X, y)
+        ax.set_xlabel("$x_1$")
+    axes[0].contour(xx, yy, mean, levels=[0.5], colors="k", linewidths=1)
+    axes[0].set_ylabel("$x_2$")
+    if title:
+        fig.suptitle(title)
+    _save(fig, path)
+
+
+def prior_grid(path, xx, yy, mean_maps: dict, accuracies: dict, X, y, title: str = "") -> None:
+    """Grid of posterior-mean maps, one per (prior, hyperprior) pair."""
+    priors = list(dict.fromkeys(p for p, _ in mean_maps))
+    hypers = list(dict.fromkeys(h for _, h in mean_maps))
+    fig, axes = plt.subplots(len(hypers), len(priors), figsize=(3 * len(priors), 2.8 * len(hypers)),
+                             sharex=True, sharey=True, squeeze=False)
+    for (prior, hyper), mean in mean_maps.items():
+        ax = axes[hypers.index(hyper), priors.index(prior)]
+        ax.contourf(xx, yy, mean.reshape(xx.shape), levels=20, cmap="coolwarm", vmin=0, vmax=1)
+        ax.contour(xx, yy, mean.reshape(xx.shape), levels=[0.5], colors="k", linewidths=0.8)
+        _scatter(ax, X, y)
+        ax.set_title(f"acc {accuracies[prior, hyper]:.3f}", fontsize=9)
+    for j, prior in enumerate(priors):
+        axes[0, j].annotate(prior, (0.5, 1.18), xycoords="axes fraction", ha="center",
+                            fontsize=12, weight="bold")
+    for i, hyper in enumerate(hypers):
+        axes[i, 0].set_ylabel(hyper, fontsize=12, weight="bold")
+    if title:
+        fig.suptitle(title, y=1.0)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def weight_posteriors(path, idatas: dict, var_name: str) -> None:
+    """ArviZ densities of every weight of ``var_name``, one panel per model (seed 004 Fig. 3)."""
+    pc = az.plot_dist(
+        idatas, var_names=[var_name], kind="kde", backend="matplotlib", cols=["model"],
+        aes={"color": [d for d in next(iter(idatas.values()))["posterior"][var_name].dims
+                       if d not in ("chain", "draw")]},
+        visuals={"point_estimate_text": False, "credible_interval": False, "point_estimate": False},
+        figure_kwargs={"figsize": (3.2 * len(idatas), 3.2)},
+    )
+    fig = plt.gcf()
+    lo = min(ax.get_xlim()[0] for ax in fig.axes)
+    hi = max(ax.get_xlim()[1] for ax in fig.axes)
+    for ax in fig.axes:
+        ax.set_xlim(lo, hi)  # a shared axis shows which prior concentrates at zero
+    fig.suptitle(f"posterior densities of the output-layer weights {var_name}", y=1.02)
+    _save(pc.viz["chart"].item() if "chart" in pc.viz else fig, path)
+
+
+def compare(path, cmp_df) -> None:
+    """``az.plot_compare`` of an ``az.compare`` table."""
+    az.plot_compare(cmp_df, backend="matplotlib", figure_kwargs={"figsize": (7, 0.35 * len(cmp_df) + 1.5)})
+    _save(plt.gcf(), path)
+
+
+def forest(path, idatas: dict, var_names: list[str]) -> None:
+    """``az.plot_forest`` of ``var_names`` across models."""
+    pc = az.plot_forest(idatas, var_names=var_names, combined=True, backend="matplotlib",
+                        figure_kwargs={"figsize": (8, 1.5 + 0.28 * len(idatas) * len(var_names))})
+    pc.add_legend("model", title="model", loc="upper right", fontsize=8)
+    plt.gcf().suptitle(f"posterior of {', '.join(var_names)} across models", y=1.0)
+    _save(plt.gcf(), path)

@@ -1,0 +1,8 @@
+"""``python -m experiments.moons``: seed 004's hierarchical BNN on the moons data set."""
+
+import sys
+
+from experiments.toy import main
+
+if __name__ == "__main__":
+    sys.exit(main("moons"))

@@ -1,0 +1,18 @@
+"""Fitting (ADVI) and posterior handling for the zoo's PyMC models."""
+
+from inference.advi import BACKENDS, METHODS, FitResult, NonFiniteLossError, fit, precision
+from inference.posterior import Draws, draw, loo, predict_proba, to_datatree
+
+__all__ = [
+    "BACKENDS",
+    "METHODS",
+    "Draws",
+    "FitResult",
+    "NonFiniteLossError",
+    "draw",
+    "fit",
+    "loo",
+    "precision",
+    "predict_proba",
+    "to_datatree",
+]

@@ -1,0 +1,76 @@
+"""Atomic writes: a reader never sees a half-written result or checkpoint."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
+    """Call ``write(tmp_path)`` on a temporary file beside ``path``, then rename it.
+
+    The temporary file keeps ``path``'s suffix (some writers pick a format by
+    it) and is removed if ``write`` fails.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would outlive the rename
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_json(path, obj) -> Path:
+    """Write ``obj`` as indented JSON, atomically."""
+    def write(tmp):
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=2, sort_keys=True)
+            f.write("\n")
+
+    return atomic_write(path, write)
+
+
+def write_text(path, text: str) -> Path:
+    """Write ``text``, atomically."""
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike):
+    """Yield a temporary folder beside ``path``; on success it replaces ``path`` whole.
+
+    On an exception the temporary folder is removed and ``path`` is untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
+    os.chmod(tmp, 0o777 & ~_umask())
+    try:
+        yield tmp
+        if path.exists():
+            old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.old."))
+            os.replace(path, old / path.name)
+            os.replace(tmp, path)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -1,0 +1,176 @@
+"""Draws from a fitted approximation, predictions, and the ArviZ DataTree.
+
+Draws are made here rather than with ``approx.sample`` so that each one comes
+with ``log q`` (the approximation's density) and ``log p`` (the model's joint
+log density, Jacobian included), both in the unconstrained space where q
+lives: PSIS-LOO for variational posteriors
+(``az.loo_approximate_posterior``) needs exactly these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytensor
+from pymc.pytensorf import resolve_backend_compile_kwargs
+from xarray import DataTree
+
+from inference.advi import FitResult
+
+
+@dataclass
+class Draws:
+    """``n`` draws from q: unconstrained vectors ``z`` and their log densities."""
+
+    z: np.ndarray  # (n, d)
+    log_q: np.ndarray  # (n,)
+    log_p: np.ndarray  # (n,)
+    posterior: dict[str, np.ndarray]  # constrained free variables, each (n, *shape)
+
+
+def _q_factor(result: FitResult) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and lower-triangular (or diagonal, as a vector) factor of q."""
+    params = result.approx.groups[0].params_dict
+    mu = np.asarray(params["mu"].get_value(), dtype="float64")
+    if "rho" in params:
+        return mu, np.logaddexp(0.0, np.asarray(params["rho"].get_value(), dtype="float64"))
+    d = mu.size
+    L = np.zeros((d, d))
+    L[np.tril_indices(d)] = params["L_tril"].get_value()
+    L[np.diag_indices(d)] = np.logaddexp(0.0, np.diag(L))  # PyMC: diagonal = softplus(rho)
+    return mu, L
+
+
+def _compile(model: pm.Model, outputs: list, backend: str):
+    """A function of the unconstrained value variables, in the fit's backend."""
+    value_vars = model.value_vars
+    outputs = model.replace_rvs_by_values(outputs)
+    kwargs = resolve_backend_compile_kwargs(backend, None)
+    return pytensor.function(value_vars, outputs, on_unused_input="ignore", **kwargs)
+
+
+def _as_point(model: pm.Model, result: FitResult, z: np.ndarray) -> list[np.ndarray]:
+    ordering = result.approx.groups[0].ordering
+    dtype = pytensor.config.floatX
+    return [
+        z[ordering[v.name][1]].reshape(ordering[v.name][2]).astype(v.dtype or dtype)
+        for v in model.value_vars
+    ]
+
+
+def draw(result: FitResult, n: int = 500, seed: int = 0) -> Draws:
+    """Draw ``n`` samples from q with their ``log q`` and model ``log p``.
+
+    ``log p`` is evaluated on the data currently in the model's containers
+    (the training data right after :func:`inference.fit`).
+    """
+    model = result.model
+    rng = np.random.default_rng(seed)
+    mu, factor = _q_factor(result)
+    eps = rng.standard_normal((n, mu.size))
+    if factor.ndim == 1:
+        z = mu + eps * factor
+        log_det = np.sum(np.log(factor))
+    else:
+        z = mu + eps @ factor.T
+        log_det = np.sum(np.log(np.abs(np.diag(factor))))
+    log_q = -0.5 * np.sum(eps**2, axis=1) - log_det - 0.5 * mu.size * np.log(2 * np.pi)
+
+    free = model.free_RVs
+    fn = _compile(model, [model.logp(jacobian=True), *free], result.backend)
+    log_p = np.empty(n)
+    values = {rv.name: [] for rv in free}
+    for i in range(n):
+        out = fn(*_as_point(model, result, z[i]))
+        log_p[i] = out[0]
+        for rv, v in zip(free, out[1:]):
+            values[rv.name].append(np.asarray(v))
+    posterior = {k: np.stack(v) for k, v in values.items()}
+    return Draws(z=z, log_q=log_q, log_p=log_p, posterior=posterior)
+
+
+def predict_proba(result: FitResult, draws: Draws, X: np.ndarray, chunk: int = 20_000) -> np.ndarray:
+    """Class probabilities ``p`` of each draw at inputs ``X``: array (draws, n, classes).
+
+    Temporarily swaps ``X`` into the model's ``pm.Data("X")``; the training
+    inputs are restored afterwards.
+    """
+    model = result.model
+    X_data = model["X"]
+    X_train = X_data.get_value()
+    fn = _compile(model, [model["p"]], result.backend)
+    points = [_as_point(model, result, z) for z in draws.z]
+    parts = []
+    try:
+        for start in range(0, len(X), chunk):
+            X_data.set_value(np.asarray(X[start : start + chunk], dtype=X_train.dtype))
+            parts.append(np.stack([fn(*pt)[0] for pt in points]))
+    finally:
+        X_data.set_value(X_train)
+    return np.concatenate(parts, axis=1).astype("float64")
+
+
+def log_likelihood(proba: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pointwise ``log p(y_i | w_s)`` from class probabilities: (draws, n)."""
+    picked = np.take_along_axis(proba, np.asarray(y)[None, :, None], axis=2)[..., 0]
+    return np.log(np.clip(picked, np.finfo("float64").tiny, None))
+
+
+def to_datatree(
+    result: FitResult,
+    draws: Draws,
+    *,
+    X_train: np.ndarray,
+    y_train: np.ndarray,
+    X_test: np.ndarray,
+    y_test: np.ndarray,
+    proba_train: np.ndarray | None = None,
+    proba_test: np.ndarray | None = None,
+) -> DataTree:
+    """ArviZ DataTree of the draws.
+
+    Groups: ``posterior`` (free variables with the model's dims),
+    ``log_likelihood`` (``y`` on the training points, for LOO),
+    ``posterior_predictive`` (``p``: class probabilities on the test points),
+    ``observed_data`` (``y`` train, ``y_test``), ``constant_data`` (inputs)
+    and ``sample_stats`` (``log_p``, ``log_q`` of each draw).
+    """
+    model = result.model
+    if proba_train is None:
+        proba_train = predict_proba(result, draws, X_train)
+    if proba_test is None:
+        proba_test = predict_proba(result, draws, X_test)
+    add_chain = lambda a: np.asarray(a)[None]  # noqa: E731 - one chain
+    dims = {name: list(model.named_vars_to_dims.get(name, ())) for name in draws.posterior}
+    dims.update(
+        y=["obs"], p=["test_obs", "class"], y_test=["test_obs"], X=["obs", "feature"],
+        X_test=["test_obs", "feature"],
+    )
+    coords = {k: np.asarray(v) for k, v in model.coords.items() if k != "obs"}
+    coords.update(obs=np.arange(len(y_train)), test_obs=np.arange(len(y_test)))
+    return az.from_dict(
+        {
+            "posterior": {k: add_chain(v) for k, v in draws.posterior.items()},
+            "log_likelihood": {"y": add_chain(log_likelihood(proba_train, y_train))},
+            "posterior_predictive": {"p": add_chain(proba_test)},
+            "sample_stats": {"log_p": add_chain(draws.log_p), "log_q": add_chain(draws.log_q)},
+            "observed_data": {"y": np.asarray(y_train), "y_test": np.asarray(y_test)},
+            "constant_data": {"X": np.asarray(X_train), "X_test": np.asarray(X_test)},
+        },
+        dims=dims,
+        coords=coords,
+        attrs={"inference_library": "pymc", "inference_library_version": pm.__version__,
+               **{k: str(v) for k, v in result.config.items()}},
+    )
+
+
+def loo(idata: DataTree):
+    """PSIS-LOO corrected for the approximate posterior (uses log p and log q)."""
+    stats = idata["sample_stats"]
+    return az.loo_approximate_posterior(
+        idata, log_p=stats["log_p"].values.ravel(), log_q=stats["log_q"].values.ravel(),
+        var_name="y",
+    )

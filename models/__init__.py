@@ -1,0 +1,21 @@
+"""Priors, hyperpriors and Bayesian neural-network model builders."""
+
+from models.mlp import mlp_classifier
+from models.priors import (
+    HYPERPRIORS,
+    WEIGHT_PRIORS,
+    get_hyperprior,
+    get_weight_prior,
+    hyperprior,
+    weight_prior,
+)
+
+__all__ = [
+    "HYPERPRIORS",
+    "WEIGHT_PRIORS",
+    "get_hyperprior",
+    "get_weight_prior",
+    "hyperprior",
+    "mlp_classifier",
+    "weight_prior",
+]

@@ -1,0 +1,114 @@
+"""Hierarchical Bayesian MLP classifier as a PyMC model.
+
+Every layer ``l`` has weights ``W_l`` (dims ``(in, out)``) and biases ``b_l``
+with the same weight prior and one shared scale ``scale_l`` drawn from the
+hyperprior. The output is a softmax over the classes with a Categorical
+likelihood (seed 004 uses a 2-unit softmax for the binary toy problems; the
+same builder serves 10-class MNIST).
+
+Inputs live in ``pm.Data("X")`` and labels in ``pm.Data("y")`` so the model
+predicts on new points: ``p`` is the class-probability tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+
+from models.priors import SCALE_FREE, get_hyperprior, get_weight_prior
+
+ACTIVATIONS = {
+    "tanh": pt.tanh,
+    "relu": lambda x: pt.maximum(x, 0),
+    "sigmoid": pt.sigmoid,
+}
+
+
+def mlp_classifier(
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    hidden: Sequence[int] = (5, 5),
+    n_classes: int | None = None,
+    activation: str = "tanh",
+    prior: str = "normal",
+    hyperprior: str = "inversegamma",
+    prior_params: dict | None = None,
+    hyperprior_params: dict | None = None,
+    feature_names: Sequence[str] | None = None,
+) -> pm.Model:
+    """Build the hierarchical BNN classifier.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Training inputs; stored as ``pm.Data("X")`` in ``pytensor.config.floatX``.
+    y : array of int (n,)
+        Class labels in ``0..n_classes-1``; stored as ``pm.Data("y")``.
+    hidden : sequence of int
+        Units of each hidden layer (seed 004: ``(5, 5)``).
+    n_classes : int, optional
+        Number of classes; default ``y.max() + 1``.
+    activation : {"tanh", "relu", "sigmoid"}
+        Hidden-layer nonlinearity.
+    prior, hyperprior : str
+        Names from :mod:`models.priors`. Priors without a scale (``flat``)
+        ignore the hyperprior.
+    prior_params, hyperprior_params : dict, optional
+        Overrides of the registry's default parameters.
+    feature_names : sequence of str, optional
+        Coordinate labels of the input features.
+
+    Returns
+    -------
+    pm.Model
+        With coords ``obs``, ``feature``, ``unit_<l>``, ``class``; free
+        variables ``W_<l>``, ``b_<l>`` (and ``scale_<l>`` when hierarchical);
+        the deterministic ``p`` (class probabilities) and the likelihood
+        ``y_obs``.
+    """
+    X = np.asarray(X)
+    y = np.asarray(y)
+    if X.ndim != 2 or y.ndim != 1 or len(X) != len(y):
+        raise ValueError(f"X must be (n, d) and y (n,), got {X.shape} and {y.shape}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}")
+    if any(int(h) < 1 for h in hidden):
+        raise ValueError(f"hidden layer sizes must be >= 1, got {tuple(hidden)}")
+    n_classes = int(y.max()) + 1 if n_classes is None else int(n_classes)
+    if y.min() < 0 or y.max() >= n_classes:
+        raise ValueError(f"labels must lie in 0..{n_classes - 1}")
+    weight_prior = get_weight_prior(prior, **(prior_params or {}))
+    scale_prior = get_hyperprior(hyperprior, **(hyperprior_params or {}))
+
+    n, d = X.shape
+    widths = [d, *map(int, hidden), n_classes]
+    unit_dims = ["feature"] + [f"unit_{i}" for i in range(len(hidden))] + ["class"]
+    coords = {
+        "obs": np.arange(n),
+        "feature": list(feature_names) if feature_names else [f"x{i + 1}" for i in range(d)],
+        "class": np.arange(n_classes),
+    }
+    coords.update({f"unit_{i}": np.arange(h) for i, h in enumerate(widths[1:-1])})
+
+    act = ACTIVATIONS[activation]
+    with pm.Model(coords=coords) as model:
+        X_data = pm.Data("X", X.astype(pytensor.config.floatX), dims=("obs", "feature"))
+        y_data = pm.Data("y", y.astype("int64"), dims="obs")
+        h = X_data
+        for layer, (dim_in, dim_out) in enumerate(zip(unit_dims[:-1], unit_dims[1:])):
+            scale = None if prior in SCALE_FREE else scale_prior(f"scale_{layer}")
+            W = weight_prior(f"W_{layer}", scale, (dim_in, dim_out))
+            b = weight_prior(f"b_{layer}", scale, dim_out)
+            h = h @ W + b
+            if dim_out != "class":
+                h = act(h)
+        p = pm.Deterministic("p", pt.special.softmax(h, axis=-1), dims=("obs", "class"))
+        # total_size keeps the likelihood at full-data scale when fit() swaps
+        # the data for minibatches; with the full data the factor is 1.
+        pm.Categorical("y_obs", p=p, observed=y_data, dims="obs", total_size=n)
+    return model

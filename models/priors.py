@@ -1,0 +1,151 @@
+"""Registry of weight priors and of hyperpriors on their scales.
+
+A *weight prior* is a function ``(name, scale, dims, **params) -> RV`` that
+creates the prior of one layer's weights (or biases) given the layer's scale.
+A *hyperprior* is a function ``(name, **params) -> scale`` that creates that
+scale: a fixed number, or a positive random variable (a hierarchical model).
+
+Default parameters are the keyword defaults of each function; override them
+with :func:`get_weight_prior` / :func:`get_hyperprior`. Adding a prior is one
+decorated function::
+
+    @weight_prior("student_t")
+    def student_t(name, scale, dims, *, nu=3.0):
+        return pm.StudentT(name, nu=nu, mu=0.0, sigma=scale, dims=dims)
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+
+WEIGHT_PRIORS: dict[str, Callable] = {}
+HYPERPRIORS: dict[str, Callable] = {}
+# Weight priors whose density does not depend on the layer scale: a model
+# built with them creates no scale variable, whatever the hyperprior.
+SCALE_FREE: set[str] = set()
+
+
+def weight_prior(name: str, *, uses_scale: bool = True):
+    """Register ``fn(name, scale, dims, **params)`` as the weight prior ``name``."""
+
+    def register(fn):
+        WEIGHT_PRIORS[name] = fn
+        if not uses_scale:
+            SCALE_FREE.add(name)
+        return fn
+
+    return register
+
+
+def hyperprior(name: str):
+    """Register ``fn(name, **params)`` as the hyperprior ``name``."""
+
+    def register(fn):
+        HYPERPRIORS[name] = fn
+        return fn
+
+    return register
+
+
+# --- weight priors ---------------------------------------------------------
+
+
+@weight_prior("normal")
+def normal(name, scale, dims):
+    """Normal(0, scale): weight decay (L2)."""
+    return pm.Normal(name, mu=0.0, sigma=scale, dims=dims)
+
+
+@weight_prior("laplace")
+def laplace(name, scale, dims):
+    """Laplace(0, b=scale): L1, concentrates weights at zero."""
+    return pm.Laplace(name, mu=0.0, b=scale, dims=dims)
+
+
+@weight_prior("cauchy")
+def cauchy(name, scale, dims):
+    """Cauchy(0, beta=scale): heavy tails, few large weights cost little."""
+    return pm.Cauchy(name, alpha=0.0, beta=scale, dims=dims)
+
+
+@weight_prior("flat", uses_scale=False)
+def flat(name, scale, dims):
+    """Improper flat prior: maximum-likelihood-like; has no scale."""
+    return pm.Flat(name, dims=dims)
+
+
+# --- hyperpriors on a layer's prior scale ----------------------------------
+
+
+@hyperprior("fixed")
+def fixed(name, *, value=1.0):
+    """A delta hyperprior: the scale is the constant ``value``."""
+    if not value > 0:
+        raise ValueError(f"fixed scale must be positive, got {value}")
+    return pt.constant(np.asarray(value, dtype="float64")).astype(pytensor.config.floatX)
+
+
+@hyperprior("halfnormal")
+def halfnormal(name, *, sigma=1.0):
+    """HalfNormal(sigma)."""
+    return pm.HalfNormal(name, sigma=sigma)
+
+
+@hyperprior("halfcauchy")
+def halfcauchy(name, *, beta=1.0):
+    """HalfCauchy(beta)."""
+    return pm.HalfCauchy(name, beta=beta)
+
+
+@hyperprior("inversegamma")
+def inversegamma(name, *, alpha=3.0, beta=2.0):
+    """InverseGamma(alpha, beta); the defaults give mean 1 and mode 0.5."""
+    return pm.InverseGamma(name, alpha=alpha, beta=beta)
+
+
+# --- lookup ----------------------------------------------------------------
+
+
+def _resolve(registry: dict, kind: str, name: str, params: dict) -> Callable:
+    if name not in registry:
+        raise ValueError(f"unknown {kind} {name!r}; valid: {', '.join(sorted(registry))}")
+    fn = registry[name]
+    allowed = [
+        p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY
+    ]
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise ValueError(
+            f"{kind} {name!r} has no parameter {', '.join(unknown)}; "
+            f"valid: {', '.join(allowed) or 'none'}"
+        )
+    return functools.partial(fn, **params)
+
+
+def get_weight_prior(name: str, **params) -> Callable:
+    """The weight prior ``name`` with default parameters overridden by ``params``."""
+    return _resolve(WEIGHT_PRIORS, "prior", name, params)
+
+
+def get_hyperprior(name: str, **params) -> Callable:
+    """The hyperprior ``name`` with default parameters overridden by ``params``."""
+    return _resolve(HYPERPRIORS, "hyperprior", name, params)
+
+
+def defaults(name: str) -> dict:
+    """Default parameters of a registered prior or hyperprior."""
+    fn = WEIGHT_PRIORS.get(name) or HYPERPRIORS.get(name)
+    if fn is None:
+        raise ValueError(f"unknown prior or hyperprior {name!r}")
+    return {
+        p.name: p.default
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind is p.KEYWORD_ONLY
+    }

@@ -1,0 +1,74 @@
+"""Draws, log q / log p, predictions and the DataTree."""
+
+import arviz as az
+import numpy as np
+import pytest
+import scipy.stats as st
+
+from data import toy
+from evaluation.metrics import accuracy
+from inference import draw, fit, loo, predict_proba, to_datatree
+from models import mlp_classifier
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    split = toy.load("moons", n_train=200, n_test=100, noise=0.2, seed=1)
+    model = mlp_classifier(split.X_train, split.y_train, prior="laplace", hyperprior="halfnormal")
+    result = fit(model, steps=1500, learning_rate=0.05, init_std=0.01, progressbar=False)
+    return split, result, draw(result, 200, seed=0)
+
+
+def test_log_q_is_the_density_of_q(fitted):
+    _, result, draws = fitted
+    params = result.approx.groups[0].params_dict
+    mu = params["mu"].get_value()
+    sd = np.logaddexp(0, params["rho"].get_value())
+    expected = st.norm(mu, sd).logpdf(draws.z).sum(axis=1)
+    np.testing.assert_allclose(draws.log_q, expected, rtol=1e-9)
+
+
+def test_log_p_is_the_model_joint_density(fitted):
+    _, result, draws = fitted
+    model = result.model
+    logp = model.compile_logp(jacobian=True)
+    ordering = result.approx.groups[0].ordering
+    for i in (0, 17, 199):
+        point = {name: draws.z[i][slc].reshape(shape) for name, slc, shape, _ in ordering.values()}
+        assert draws.log_p[i] == pytest.approx(float(logp(point)), rel=1e-9)
+
+
+def test_constrained_scales_are_positive(fitted):
+    _, _, draws = fitted
+    for layer in range(3):
+        assert (draws.posterior[f"scale_{layer}"] > 0).all()
+
+
+def test_predict_restores_training_inputs_and_classifies(fitted):
+    split, result, draws = fitted
+    X_before = result.model["X"].get_value().copy()
+    proba = predict_proba(result, draws, split.X_test, chunk=37)  # chunking must not matter
+    np.testing.assert_array_equal(result.model["X"].get_value(), X_before)
+    assert proba.shape == (200, len(split.X_test), 2)
+    np.testing.assert_allclose(proba.sum(-1), 1.0, rtol=1e-9)
+    assert accuracy(proba, split.y_test) > 0.8
+
+
+def test_datatree_groups_dims_and_netcdf_roundtrip(fitted, tmp_path):
+    split, result, draws = fitted
+    idata = to_datatree(result, draws, X_train=split.X_train, y_train=split.y_train,
+                        X_test=split.X_test, y_test=split.y_test)
+    for group in ("posterior", "log_likelihood", "posterior_predictive", "sample_stats",
+                  "observed_data", "constant_data"):
+        assert group in idata.children
+    assert idata["posterior"]["W_0"].dims == ("chain", "draw", "feature", "unit_0")
+    assert list(idata["posterior"]["W_0"].coords["feature"].values) == ["x1", "x2"]
+    assert idata["posterior_predictive"]["p"].dims == ("chain", "draw", "test_obs", "class")
+    assert idata["log_likelihood"]["y"].shape == (1, 200, len(split.y_train))
+    assert (idata["log_likelihood"]["y"].values < 0).all()
+    idata.to_netcdf(tmp_path / "idata.nc")
+    back = az.from_netcdf(tmp_path / "idata.nc")
+    np.testing.assert_array_equal(back["posterior"]["W_2"].values,
+                                  idata["posterior"]["W_2"].values)
+    elpd = loo(back)
+    assert np.isfinite(elpd.elpd) and elpd.elpd < 0

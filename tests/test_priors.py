@@ -1,0 +1,92 @@
+import numpy as np
+import pymc as pm
+import pytest
+import scipy.stats as st
+
+from models import HYPERPRIORS, WEIGHT_PRIORS, get_hyperprior, get_weight_prior, weight_prior
+from models.mlp import mlp_classifier
+from models.priors import defaults
+
+POINTS = np.array([-3.0, -0.4, 0.0, 0.25, 2.5])
+POSITIVE = np.array([0.05, 0.4, 1.0, 2.5, 7.0])
+# PyMC's normalising constants (log 2, log pi, ...) carry single-precision
+# round-off of 2e-9 to 2e-8; a wrong formula or scale convention is off by far more.
+TOL = dict(rtol=0, atol=1e-7)
+
+
+def _logp(rv, values):
+    return np.array([pm.logp(rv, v).eval() for v in values])
+
+
+@pytest.mark.parametrize(
+    "name, scipy_dist",
+    [
+        ("normal", lambda s: st.norm(0, s)),
+        ("laplace", lambda s: st.laplace(0, s)),
+        ("cauchy", lambda s: st.cauchy(0, s)),
+    ],
+)
+@pytest.mark.parametrize("scale", [0.3, 1.0, 2.0])
+def test_weight_prior_log_density_matches_scipy(name, scipy_dist, scale):
+    with pm.Model():
+        rv = get_weight_prior(name)("w", scale, None)
+    np.testing.assert_allclose(_logp(rv, POINTS), scipy_dist(scale).logpdf(POINTS), **TOL)
+
+
+def test_flat_prior_is_constant():
+    with pm.Model():
+        rv = get_weight_prior("flat")("w", None, None)
+    np.testing.assert_array_equal(_logp(rv, POINTS), np.zeros_like(POINTS))
+
+
+@pytest.mark.parametrize(
+    "name, params, scipy_dist",
+    [
+        ("halfnormal", {}, st.halfnorm(scale=1.0)),
+        ("halfnormal", {"sigma": 0.5}, st.halfnorm(scale=0.5)),
+        ("halfcauchy", {}, st.halfcauchy(scale=1.0)),
+        ("halfcauchy", {"beta": 3.0}, st.halfcauchy(scale=3.0)),
+        ("inversegamma", {}, st.invgamma(3.0, scale=2.0)),
+        ("inversegamma", {"alpha": 1.5, "beta": 0.5}, st.invgamma(1.5, scale=0.5)),
+    ],
+)
+def test_hyperprior_log_density_matches_scipy(name, params, scipy_dist):
+    with pm.Model():
+        rv = get_hyperprior(name, **params)("s")
+    np.testing.assert_allclose(_logp(rv, POSITIVE), scipy_dist.logpdf(POSITIVE), **TOL)
+
+
+def test_fixed_hyperprior_is_the_given_constant():
+    assert float(get_hyperprior("fixed")("s").eval()) == 1.0
+    assert float(get_hyperprior("fixed", value=0.3)("s").eval()) == pytest.approx(0.3)
+    with pytest.raises(ValueError, match="positive"):
+        get_hyperprior("fixed", value=-1.0)("s")
+
+
+def test_registry_has_the_sixteen_combinations():
+    assert set(WEIGHT_PRIORS) >= {"normal", "laplace", "cauchy", "flat"}
+    assert set(HYPERPRIORS) >= {"fixed", "halfnormal", "halfcauchy", "inversegamma"}
+    assert defaults("inversegamma") == {"alpha": 3.0, "beta": 2.0}
+
+
+def test_unknown_names_list_valid_ones():
+    with pytest.raises(ValueError, match="unknown prior 'gauss'; valid: cauchy, flat, laplace"):
+        get_weight_prior("gauss")
+    with pytest.raises(ValueError, match="valid: fixed, halfcauchy, halfnormal, inversegamma"):
+        get_hyperprior("gamma")
+    with pytest.raises(ValueError, match="has no parameter mu; valid: sigma"):
+        get_hyperprior("halfnormal", mu=1.0)
+
+
+def test_a_new_prior_is_one_registry_entry():
+    @weight_prior("student_t")
+    def student_t(name, scale, dims, *, nu=3.0):
+        return pm.StudentT(name, nu=nu, mu=0.0, sigma=scale, dims=dims)
+
+    try:
+        X = np.random.default_rng(0).normal(size=(20, 2))
+        model = mlp_classifier(X, (X[:, 0] > 0).astype(int), prior="student_t",
+                               prior_params={"nu": 5.0})
+        assert isinstance(model["W_0"].owner.op, type(pm.StudentT.dist(nu=1).owner.op))
+    finally:
+        WEIGHT_PRIORS.pop("student_t")
