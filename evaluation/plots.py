@@ -10,7 +10,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 
 from inference.io import atomic_write  # noqa: E402
 
@@ -74,7 +73,7 @@ def prior_grid(path, xx, yy, mean_maps: dict, accuracies: dict, X, y, title: str
 
 def weight_posteriors(path, idatas: dict, var_name: str) -> None:
     """ArviZ densities of every weight of ``var_name``, one panel per model (seed 004 Fig. 3)."""
-    pc = az.plot_dist(
+    az.plot_dist(
         idatas, var_names=[var_name], kind="kde", backend="matplotlib", cols=["model"],
         aes={"color": [d for d in next(iter(idatas.values()))["posterior"][var_name].dims
                        if d not in ("chain", "draw")]},
@@ -87,7 +86,7 @@ def weight_posteriors(path, idatas: dict, var_name: str) -> None:
     for ax in fig.axes:
         ax.set_xlim(lo, hi)  # a shared axis shows which prior concentrates at zero
     fig.suptitle(f"posterior densities of the output-layer weights {var_name}", y=1.02)
-    _save(pc.viz["chart"].item() if "chart" in pc.viz else fig, path)
+    _save(fig, path)
 
 
 def compare(path, cmp_df) -> None:

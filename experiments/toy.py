@@ -15,9 +15,13 @@ import sys
 import time
 from pathlib import Path
 
+import arviz as az
 import numpy as np
+import pandas as pd
 
 from data import toy
+from evaluation import plots
+from evaluation.metrics import all_metrics
 from inference import BACKENDS, METHODS, NonFiniteLossError, draw, fit, loo, precision
 from inference.io import atomic_dir, atomic_write, write_json, write_text
 from inference.posterior import predict_proba, to_datatree
@@ -28,7 +32,7 @@ from models.priors import SCALE_FREE
 DEFAULTS = dict(prior="normal", hyperprior="inversegamma", n_train=700, n_test=300, steps=10_000,
                 lr=0.05, beta=1.0, init_std=0.01, method="advi", backend="numba", seed=0,
                 draws=500, hidden=(5, 5))
-NOISE = {"moons": 0.2, "circles": 0.1}
+NOISE = {"moons": 0.2, "circles": 0.2}
 GRID_POINTS = 100
 
 
@@ -58,6 +62,17 @@ def _nonneg_float(text):
     return value
 
 
+def _names(registry):
+    def parse(text):
+        names = [n for n in text.split(",") if n]
+        unknown = [n for n in names if n not in registry]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(
+                f"unknown {', '.join(unknown) or 'empty list'}; valid: {', '.join(sorted(registry))}")
+        return names
+    return parse
+
+
 def _n_train(text):
     value = int(text)
     if value < 2:
@@ -79,6 +94,10 @@ def build_parser(dataset: str) -> argparse.ArgumentParser:
                    help="hyperprior on each layer's prior scale (ignored by 'flat')")
     p.add_argument("--all-priors", action="store_true",
                    help="fit every prior x hyperprior pair and compare them by PSIS-LOO")
+    p.add_argument("--priors", type=_names(WEIGHT_PRIORS), default=sorted(WEIGHT_PRIORS),
+                   help="with --all-priors: comma-separated priors to compare")
+    p.add_argument("--hyperpriors", type=_names(HYPERPRIORS), default=sorted(HYPERPRIORS),
+                   help="with --all-priors: comma-separated hyperpriors to compare")
     p.add_argument("--noise", type=_nonneg_float, default=NOISE[dataset], help="data noise std")
     p.add_argument("--n-train", type=_n_train, default=DEFAULTS["n_train"])
     p.add_argument("--n-test", type=_positive_int, default=DEFAULTS["n_test"])
@@ -127,8 +146,6 @@ def run_one(cfg: dict) -> dict:
         xx, yy, grid = split.grid(GRID_POINTS)
         proba_grid = predict_proba(result, draws, grid)
 
-    from evaluation.metrics import all_metrics  # noqa: PLC0415 (keeps worker start light)
-
     idata = to_datatree(result, draws, X_train=split.X_train, y_train=split.y_train,
                         X_test=split.X_test, y_test=split.y_test,
                         proba_train=proba_train, proba_test=proba_test)
@@ -146,17 +163,13 @@ def run_one(cfg: dict) -> dict:
         "pareto_k_max": float(np.max(elpd.pareto_k)),
         "pareto_k_bad_share": float(np.mean(np.asarray(elpd.pareto_k) > 0.7)),
     }
-    import arviz as az  # noqa: PLC0415
-
     target = run_dir(cfg["out"], dataset, cfg["prior"], cfg["hyperprior"], cfg["seed"])
     with atomic_dir(target) as staging:
         idata.to_netcdf(staging / "idata.nc")
         az.summary(idata, kind="stats", round_to="none").to_csv(staging / "summary.csv")
         write_json(staging / "metrics.json", metrics)
     if cfg["map"]:
-        from evaluation.plots import uncertainty_map  # noqa: PLC0415
-
-        uncertainty_map(
+        plots.uncertainty_map(
             cfg["figures"] / dataset / f"uncertainty_{cfg['prior']}-{cfg['hyperprior']}.png",
             xx, yy, proba_grid, split.X_train, split.y_train,
             title=f"{dataset}: {cfg['prior']} prior, {cfg['hyperprior']} hyperprior "
@@ -181,12 +194,7 @@ COLUMNS = ["prior", "hyperprior", "accuracy", "nll", "brier", "ece", "elpd_loo",
 
 def run_all(args, dataset: str) -> None:
     """Fit every prior x hyperprior pair, rank them by LOO, write the table and figures."""
-    import arviz as az  # noqa: PLC0415
-    import pandas as pd  # noqa: PLC0415
-
-    from evaluation import plots  # noqa: PLC0415
-
-    pairs = list(itertools.product(sorted(WEIGHT_PRIORS), sorted(HYPERPRIORS)))
+    pairs = list(itertools.product(args.priors, args.hyperpriors))
     configs = [_config(args, dataset, p, h, progress=False, map=False) for p, h in pairs]
     t0 = time.perf_counter()
     if args.jobs > 1:
@@ -203,9 +211,7 @@ def run_all(args, dataset: str) -> None:
 
     idatas = {f"{r['metrics']['prior']}-{r['metrics']['hyperprior']}":
               az.from_netcdf(Path(r["dir"]) / "idata.nc") for r in runs}
-    from inference.posterior import loo as loo_of  # noqa: PLC0415
-
-    cmp = az.compare({name: loo_of(dt) for name, dt in idatas.items()}, round_to="none")
+    cmp = az.compare({name: loo(dt) for name, dt in idatas.items()}, round_to="none")
     table = pd.DataFrame([r["metrics"] for r in runs])[COLUMNS]
     table.insert(0, "model", [f"{p}-{h}" for p, h in zip(table.prior, table.hyperprior)])
     table = (table.set_index("model").join(cmp[["rank", "elpd_diff", "dse", "weight"]])
@@ -218,13 +224,14 @@ def run_all(args, dataset: str) -> None:
     plots.compare(fig_dir / "compare.png", cmp)
     hierarchical = {k: v for k, v in idatas.items()
                     if k.split("-")[0] not in SCALE_FREE and not k.endswith("-fixed")}
-    scales = [v for v in next(iter(hierarchical.values()))["posterior"].data_vars
-              if v.startswith("scale_")]
-    plots.forest(fig_dir / "forest_scales.png", hierarchical, scales)
-    last = f"W_{len(DEFAULTS['hidden'])}"
+    if hierarchical:
+        scales = [f"scale_{layer}" for layer in range(len(DEFAULTS["hidden"]) + 1)]
+        plots.forest(fig_dir / "forest_scales.png", hierarchical, scales)
+    # Seed 004 Fig. 3: output-layer weights under each prior, one hyperprior.
+    hyper = args.hyperprior if args.hyperprior in args.hyperpriors else args.hyperpriors[0]
     plots.weight_posteriors(fig_dir / "weights_last_layer.png",
-                            {p: idatas[f"{p}-{args.hyperprior}"] for p in sorted(WEIGHT_PRIORS)},
-                            last)
+                            {p: idatas[f"{p}-{hyper}"] for p in args.priors},
+                            f"W_{len(DEFAULTS['hidden'])}")
     split = toy.load(dataset, n_train=args.n_train, n_test=args.n_test, noise=args.noise,
                      seed=args.seed)
     xx, yy, _ = split.grid(GRID_POINTS)
@@ -234,11 +241,9 @@ def run_all(args, dataset: str) -> None:
         {(r["metrics"]["prior"], r["metrics"]["hyperprior"]): r["metrics"]["accuracy"]
          for r in runs},
         split.X_train, split.y_train,
-        title=f"{dataset} (noise {args.noise}): posterior mean of P(class 1), columns = prior, "
-              "rows = hyperprior",
+        title=f"{dataset} (noise {args.noise}): posterior mean of P(class 1), "
+              "columns = prior, rows = hyperprior",
     )
-    import pandas as pd  # noqa: PLC0415, F811
-
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(table.round(4).to_string())
     print(f"{len(runs)} fits in {wall:.1f} s wall ({args.jobs} jobs); "
