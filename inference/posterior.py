@@ -162,8 +162,8 @@ def to_datatree(
         },
         dims=dims,
         coords=coords,
-        attrs={"inference_library": "pymc", "inference_library_version": pm.__version__,
-               **{k: str(v) for k, v in result.config.items()}},
+        attrs={"/": {"inference_library": "pymc", "inference_library_version": pm.__version__,
+                     **{f"fit_{k}": str(v) for k, v in result.config.items()}}},
     )
 
 

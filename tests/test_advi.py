@@ -192,3 +192,12 @@ def test_jax_backend_reaches_the_same_elbo():
         tails.append((elbo.mean(), elbo.std() / np.sqrt(len(elbo))))
     (a, se_a), (b, se_b) = tails
     assert abs(a - b) < 4 * np.hypot(se_a, se_b) + 1e-3
+
+
+def test_fit_reports_compile_time_and_step_time():
+    model, _ = conjugate_model()
+    result = fit(model, steps=400, progressbar=False)
+    assert 0 < result.compile_seconds < result.seconds
+    assert result.ms_per_step == pytest.approx(
+        1e3 * (result.seconds - result.compile_seconds) / 399)
+    assert len(result.elbo) == 400

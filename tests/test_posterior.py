@@ -70,5 +70,7 @@ def test_datatree_groups_dims_and_netcdf_roundtrip(fitted, tmp_path):
     back = az.from_netcdf(tmp_path / "idata.nc")
     np.testing.assert_array_equal(back["posterior"]["W_2"].values,
                                   idata["posterior"]["W_2"].values)
+    assert back.attrs["fit_method"] == "advi" and back.attrs["fit_steps"] == "1500"
+    assert back.attrs["inference_library"] == "pymc"
     elpd = loo(back)
     assert np.isfinite(elpd.elpd) and elpd.elpd < 0
