@@ -127,6 +127,11 @@ def run_dir(out: Path, dataset: str, prior: str, hyperprior: str, seed: int) -> 
     return out / dataset / f"{prior}-{hyperprior}-s{seed}"
 
 
+# Run settings copied into metrics.json.
+RECORDED = ("dataset", "prior", "hyperprior", "method", "backend", "seed", "steps", "noise",
+            "n_train", "n_test", "lr", "beta", "init_std", "float32", "draws")
+
+
 def run_one(cfg: dict) -> dict:
     """Fit one prior x hyperprior pair, write its results; return metrics and its grid map."""
     dataset = cfg["dataset"]
@@ -151,11 +156,8 @@ def run_one(cfg: dict) -> dict:
                         proba_train=proba_train, proba_test=proba_test)
     elpd = loo(idata)
     metrics = {
-        "dataset": dataset, "prior": cfg["prior"], "hyperprior": cfg["hyperprior"],
-        "method": cfg["method"], "backend": cfg["backend"], "seed": cfg["seed"],
-        "steps": cfg["steps"], "noise": cfg["noise"], "n_train": cfg["n_train"],
-        "n_test": cfg["n_test"], "lr": cfg["lr"], "beta": cfg["beta"],
-        "init_std": cfg["init_std"], "float32": cfg["float32"], "draws": cfg["draws"],
+        **{key: cfg[key] for key in RECORDED},
+        "hidden": list(cfg["hidden"]),
         **all_metrics(proba_test, split.y_test),
         "elbo_final": result.elbo_final, "fit_seconds": result.seconds,
         "predict_seconds": predict_seconds,

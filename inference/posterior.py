@@ -54,9 +54,8 @@ def _compile(model: pm.Model, outputs: list, backend: str):
 
 def _as_point(model: pm.Model, result: FitResult, z: np.ndarray) -> list[np.ndarray]:
     ordering = result.approx.groups[0].ordering
-    dtype = pytensor.config.floatX
     return [
-        z[ordering[v.name][1]].reshape(ordering[v.name][2]).astype(v.dtype or dtype)
+        z[ordering[v.name][1]].reshape(ordering[v.name][2]).astype(v.dtype)
         for v in model.value_vars
     ]
 
