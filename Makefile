@@ -1,5 +1,6 @@
 # `make demo`: set up .venv and fit the default hierarchical BNN on moons.
 # `make test`: set up .venv and run the test suite (what .ci/run calls).
+# `make mnist`: the Bayesian CNN on MNIST (about 20 min on 2 cores; MNIST_DIR or a download).
 # PYTHON may be set to any Python >= 3.12; otherwise the first found is used.
 SHELL := /bin/bash
 VENV := .venv
@@ -7,7 +8,7 @@ PYTHON ?= $(shell for p in python3.12 python3.13 python3 \
 	$$HOME/.pyenv/versions/3.12*/bin/python3 $$HOME/.pyenv/versions/3.13*/bin/python3; do \
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; break; }; done)
 
-.PHONY: demo test all-priors clean
+.PHONY: demo test all-priors mnist clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: no Python >= 3.12 found; set PYTHON=/path/to/python3.12" >&2; exit 2; }
@@ -25,6 +26,9 @@ test: $(VENV)/.installed
 all-priors: $(VENV)/.installed
 	$(VENV)/bin/python -m experiments.moons --all-priors
 	$(VENV)/bin/python -m experiments.circles --all-priors
+
+mnist: $(VENV)/.installed
+	$(VENV)/bin/python -m experiments.mnist_cnn
 
 clean:
 	rm -rf $(VENV) results

@@ -33,18 +33,48 @@ def brier(proba, y) -> float:
     return float(np.mean(np.sum((p - onehot) ** 2, axis=1)))
 
 
-def ece(proba, y, n_bins: int = 10) -> float:
-    """Expected calibration error of the top-class confidence, equal-width bins."""
+def reliability_table(proba, y, n_bins: int = 10) -> dict[str, np.ndarray]:
+    """Reliability-diagram table of the top-class confidence in equal-width bins.
+
+    Returns arrays over bins: ``count``, ``confidence`` (mean top-class
+    probability) and ``accuracy`` (share correct); empty bins hold NaN.
+    """
     p = _mean(proba)
     confidence = p.max(axis=1)
     correct = p.argmax(axis=1) == np.asarray(y)
     bins = np.minimum((confidence * n_bins).astype(int), n_bins - 1)
-    total = 0.0
-    for b in range(n_bins):
-        in_bin = bins == b
-        if in_bin.any():
-            total += in_bin.mean() * abs(correct[in_bin].mean() - confidence[in_bin].mean())
-    return float(total)
+    count = np.bincount(bins, minlength=n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        conf = np.bincount(bins, confidence, minlength=n_bins) / count
+        acc = np.bincount(bins, correct, minlength=n_bins) / count
+    return {"count": count, "confidence": conf, "accuracy": acc}
+
+
+def ece(proba, y, n_bins: int = 10) -> float:
+    """Expected calibration error of the top-class confidence, equal-width bins."""
+    table = reliability_table(proba, y, n_bins)
+    used = table["count"] > 0
+    weights = table["count"][used] / table["count"].sum()
+    return float(np.sum(weights * np.abs(table["accuracy"][used] - table["confidence"][used])))
+
+
+def per_input_uncertainty(proba: np.ndarray) -> dict[str, np.ndarray]:
+    """Seed 004's two uncertainty measures of each input, from draws (draws, n, classes).
+
+    ``expected_error``: 1 - mean probability of the predicted class (the
+    class with the highest mean probability). ``variance``: the variance of
+    the predictive probabilities over the draws, summed over the classes.
+    """
+    proba = np.asarray(proba)
+    if proba.ndim != 3:
+        raise ValueError(f"need draws of shape (draws, n, classes), got {proba.shape}")
+    mean = proba.mean(axis=0)
+    predicted = mean.argmax(axis=1)
+    return {
+        "predicted": predicted,
+        "expected_error": 1.0 - mean[np.arange(len(mean)), predicted],
+        "variance": proba.var(axis=0).sum(axis=1),
+    }
 
 
 def all_metrics(proba, y) -> dict[str, float]:

@@ -6,6 +6,7 @@ Every function returns nothing and writes one PNG atomically.
 from __future__ import annotations
 
 import arviz as az
+import numpy as np
 import matplotlib
 
 matplotlib.use("Agg")
@@ -102,3 +103,75 @@ def forest(path, idatas: dict, var_names: list[str]) -> None:
     pc.add_legend("model", title="model", loc="upper right", fontsize=8)
     plt.gcf().suptitle(f"posterior of {', '.join(var_names)} across models", y=1.0)
     _save(plt.gcf(), path)
+
+
+def variance_vs_error(path, expected_error, variance, correct) -> None:
+    """Seed 004 Fig. 4: predictive variance against expected error rate, one point per image."""
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    floor = 1e-9  # log axes: exact zeros (float32 round-off) are drawn at the floor
+    x, y = np.maximum(expected_error, floor), np.maximum(variance, floor)
+    for mask, colour, label in ((correct, "tab:blue", "correct"), (~correct, "tab:red", "misclassified")):
+        ax.scatter(x[mask], y[mask], s=4, alpha=0.4, c=colour, label=f"{label} ({mask.sum()})",
+                   linewidths=0)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("expected error rate (1 - mean p of the predicted class)")
+    ax.set_ylabel("variance of p over draws, summed over classes")
+    ax.set_title("Predictive uncertainty per test image")
+    ax.legend(markerscale=4)
+    _save(fig, path)
+
+
+def image_grid(path, images, titles, title: str = "", cols: int = 6) -> None:
+    """Seed 004 Figs. 5-6: a grid of (1, h, w) images with one caption each."""
+    rows = max(1, -(-len(images) // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(1.9 * cols, 2.2 * rows), squeeze=False)
+    for ax in axes.ravel():
+        ax.axis("off")
+    for ax, image, caption in zip(axes.ravel(), images, titles):
+        ax.imshow(np.asarray(image)[0], cmap="gray_r")
+        ax.set_title(caption, fontsize=8)
+    fig.suptitle(title)
+    _save(fig, path)
+
+
+def reliability(path, table, title: str = "") -> None:
+    """Reliability diagram from :func:`evaluation.metrics.reliability_table` (dict or DataFrame)."""
+    n_bins = len(table["count"])
+    edges = np.linspace(0, 1, n_bins + 1)
+    fig, (ax, ax_n) = plt.subplots(2, 1, figsize=(5, 6), sharex=True,
+                                   gridspec_kw={"height_ratios": [3, 1]})
+    ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
+    used = np.asarray(table["count"]) > 0
+    ax.bar(edges[:-1][used], np.asarray(table["accuracy"])[used], width=1 / n_bins, align="edge",
+           edgecolor="k", alpha=0.7, label="accuracy in bin")
+    ax.plot(np.asarray(table["confidence"])[used], np.asarray(table["accuracy"])[used], "o",
+            color="tab:red", label="(mean confidence, accuracy)")
+    ax.set_ylabel("accuracy")
+    ax.set_ylim(0, 1)
+    ax.legend(loc="upper left")
+    ax.set_title(title)
+    ax_n.bar(edges[:-1], np.asarray(table["count"]), width=1 / n_bins, align="edge", edgecolor="k")
+    ax_n.set_yscale("log")
+    ax_n.set_xlabel("confidence (mean p of the predicted class)")
+    ax_n.set_ylabel("images")
+    ax_n.set_xlim(0, 1)
+    _save(fig, path)
+
+
+def elbo_trace(path, elbo, steps_per_epoch: int) -> None:
+    """The ELBO per step (light) and its per-epoch mean, against epochs."""
+    elbo = np.asarray(elbo)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    x = np.arange(1, len(elbo) + 1) / steps_per_epoch
+    ax.plot(x, elbo, lw=0.3, alpha=0.4, color="tab:blue")
+    n = len(elbo) // steps_per_epoch
+    if n:
+        means = elbo[: n * steps_per_epoch].reshape(n, steps_per_epoch).mean(axis=1)
+        ax.plot(np.arange(1, n + 1), means, "o-", color="tab:blue", label="epoch mean")
+        ax.legend()
+        lo = np.percentile(elbo[len(elbo) // 10:], 1)
+        ax.set_ylim(lo - 0.1 * abs(lo), None)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("ELBO (minibatch estimate)")
+    _save(fig, path)

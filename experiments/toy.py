@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from data import toy
+from experiments.cli import Parser, nonneg_float, positive_float, positive_int
 from evaluation import plots
 from evaluation.metrics import all_metrics
 from inference import BACKENDS, METHODS, NonFiniteLossError, draw, fit, loo, precision
@@ -34,32 +35,6 @@ DEFAULTS = dict(prior="normal", hyperprior="inversegamma", n_train=700, n_test=3
                 draws=500, hidden=(5, 5))
 NOISE = {"moons": 0.2, "circles": 0.2}
 GRID_POINTS = 100
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line on stderr, exit 2 (argparse's code)
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _positive_int(text):
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
-
-
-def _positive_float(text):
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
-def _nonneg_float(text):
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
 
 
 def _names(registry):
@@ -82,7 +57,7 @@ def _n_train(text):
 
 def build_parser(dataset: str) -> argparse.ArgumentParser:
     """The command line of ``python -m experiments.<dataset>``."""
-    p = _Parser(
+    p = Parser(
         prog=f"python -m experiments.{dataset}",
         description=f"Fit a hierarchical Bayesian MLP (2-5-5-2, tanh) to {dataset} by ADVI, "
         "write metrics, posterior draws and an uncertainty map.",
@@ -98,23 +73,23 @@ def build_parser(dataset: str) -> argparse.ArgumentParser:
                    help="with --all-priors: comma-separated priors to compare")
     p.add_argument("--hyperpriors", type=_names(HYPERPRIORS), default=sorted(HYPERPRIORS),
                    help="with --all-priors: comma-separated hyperpriors to compare")
-    p.add_argument("--noise", type=_nonneg_float, default=NOISE[dataset], help="data noise std")
+    p.add_argument("--noise", type=nonneg_float, default=NOISE[dataset], help="data noise std")
     p.add_argument("--n-train", type=_n_train, default=DEFAULTS["n_train"])
-    p.add_argument("--n-test", type=_positive_int, default=DEFAULTS["n_test"])
-    p.add_argument("--steps", type=_positive_int, default=DEFAULTS["steps"], help="ADVI steps")
-    p.add_argument("--lr", type=_positive_float, default=DEFAULTS["lr"], help="Adam learning rate")
-    p.add_argument("--beta", type=_positive_float, default=DEFAULTS["beta"], help="KL weight")
-    p.add_argument("--init-std", type=_positive_float, default=DEFAULTS["init_std"],
+    p.add_argument("--n-test", type=positive_int, default=DEFAULTS["n_test"])
+    p.add_argument("--steps", type=positive_int, default=DEFAULTS["steps"], help="ADVI steps")
+    p.add_argument("--lr", type=positive_float, default=DEFAULTS["lr"], help="Adam learning rate")
+    p.add_argument("--beta", type=positive_float, default=DEFAULTS["beta"], help="KL weight")
+    p.add_argument("--init-std", type=positive_float, default=DEFAULTS["init_std"],
                    help="initial posterior std of every parameter")
     p.add_argument("--method", choices=METHODS, default=DEFAULTS["method"],
                    help="mean-field or full-rank Gaussian approximation")
     p.add_argument("--backend", choices=BACKENDS, default=DEFAULTS["backend"],
                    help="pytensor backend")
     p.add_argument("--float32", action="store_true", help="fit in single precision")
-    p.add_argument("--draws", type=_positive_int, default=DEFAULTS["draws"],
+    p.add_argument("--draws", type=positive_int, default=DEFAULTS["draws"],
                    help="posterior draws for predictions and LOO")
     p.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="data, init and MC seed")
-    p.add_argument("--jobs", type=_positive_int, default=min(2, os.cpu_count() or 1),
+    p.add_argument("--jobs", type=positive_int, default=min(2, os.cpu_count() or 1),
                    help="parallel fits with --all-priors")
     p.add_argument("--out", type=Path, default=Path("results"), help="results folder")
     p.add_argument("--figures", type=Path, default=Path("figures"), help="figures folder")

@@ -60,11 +60,13 @@ def _as_point(model: pm.Model, result: FitResult, z: np.ndarray) -> list[np.ndar
     ]
 
 
-def draw(result: FitResult, n: int = 500, seed: int = 0) -> Draws:
+def draw(result: FitResult, n: int = 500, seed: int = 0, *, log_p: bool = True) -> Draws:
     """Draw ``n`` samples from q with their ``log q`` and model ``log p``.
 
     ``log p`` is evaluated on the data currently in the model's containers
-    (the training data right after :func:`inference.fit`).
+    (the training data right after :func:`inference.fit`); with
+    ``log_p=False`` it is skipped (NaN), which saves a pass over the
+    training set per draw when no LOO is wanted.
     """
     model = result.model
     rng = np.random.default_rng(seed)
@@ -79,16 +81,18 @@ def draw(result: FitResult, n: int = 500, seed: int = 0) -> Draws:
     log_q = -0.5 * np.sum(eps**2, axis=1) - log_det - 0.5 * mu.size * np.log(2 * np.pi)
 
     free = model.free_RVs
-    fn = _compile(model, [model.logp(jacobian=True), *free], result.backend)
-    log_p = np.empty(n)
+    outputs = [model.logp(jacobian=True)] if log_p else []
+    fn = _compile(model, [*outputs, *free], result.backend)
+    log_ps = np.full(n, np.nan)
     values = {rv.name: [] for rv in free}
     for i in range(n):
         out = fn(*_as_point(model, result, z[i]))
-        log_p[i] = out[0]
-        for rv, v in zip(free, out[1:]):
+        if log_p:
+            log_ps[i], out = out[0], out[1:]
+        for rv, v in zip(free, out):
             values[rv.name].append(np.asarray(v))
     posterior = {k: np.stack(v) for k, v in values.items()}
-    return Draws(z=z, log_q=log_q, log_p=log_p, posterior=posterior)
+    return Draws(z=z, log_q=log_q, log_p=log_ps, posterior=posterior)
 
 
 def predict_proba(result: FitResult, draws: Draws, X: np.ndarray, chunk: int = 20_000) -> np.ndarray:

@@ -19,7 +19,7 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 
-from models.priors import SCALE_FREE, get_hyperprior, get_weight_prior
+from models.layers import LayerPriors
 
 ACTIVATIONS = {
     "tanh": pt.tanh,
@@ -82,8 +82,7 @@ def mlp_classifier(
     n_classes = int(y.max()) + 1 if n_classes is None else int(n_classes)
     if y.min() < 0 or y.max() >= n_classes:
         raise ValueError(f"labels must lie in 0..{n_classes - 1}")
-    weight_prior = get_weight_prior(prior, **(prior_params or {}))
-    scale_prior = get_hyperprior(hyperprior, **(hyperprior_params or {}))
+    layer_priors = LayerPriors(prior, hyperprior, prior_params, hyperprior_params)
 
     n, d = X.shape
     widths = [d, *map(int, hidden), n_classes]
@@ -101,9 +100,7 @@ def mlp_classifier(
         y_data = pm.Data("y", y.astype("int64"), dims="obs")
         h = X_data
         for layer, (dim_in, dim_out) in enumerate(zip(unit_dims[:-1], unit_dims[1:])):
-            scale = None if prior in SCALE_FREE else scale_prior(f"scale_{layer}")
-            W = weight_prior(f"W_{layer}", scale, (dim_in, dim_out))
-            b = weight_prior(f"b_{layer}", scale, dim_out)
+            W, b = layer_priors(layer, (dim_in, dim_out), dim_out)
             h = h @ W + b
             if dim_out != "class":
                 h = act(h)

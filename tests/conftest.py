@@ -5,3 +5,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+# --- MNIST fixture: the first 600 training / 200 test examples (tests/data/make_mnist_tiny.py)
+import pytest  # noqa: E402
+
+MNIST_TINY = ROOT / "tests" / "data" / "mnist_tiny"
+
+
+@pytest.fixture
+def mnist_tiny_dir() -> Path:
+    """The folder of the tiny gzip IDX fixture (read-only: copy it before changing files)."""
+    return MNIST_TINY
+
+
+@pytest.fixture
+def tiny_checksums() -> dict[str, str]:
+    """Raw file name -> sha256 of its decompressed content, from the fixture's SHA256SUMS.raw.txt."""
+    sums = {}
+    for line in (MNIST_TINY / "SHA256SUMS.raw.txt").read_text().splitlines():
+        digest, name = line.split()
+        sums[name] = digest
+    return sums

@@ -1,7 +1,9 @@
 import numpy as np
 import pytest
 
-from evaluation.metrics import accuracy, all_metrics, brier, ece, nll
+from evaluation.metrics import (
+    accuracy, all_metrics, brier, ece, nll, per_input_uncertainty, reliability_table,
+)
 
 Y = np.array([0, 1, 1, 0])
 
@@ -34,3 +36,28 @@ def test_draws_are_averaged_before_scoring():
     draws = np.stack([np.eye(2)[Y], np.eye(2)[1 - Y]])
     assert nll(draws, Y) == pytest.approx(np.log(2))
     assert set(all_metrics(draws, Y)) == {"accuracy", "nll", "brier", "ece"}
+
+
+def test_per_input_uncertainty_by_hand():
+    # Two draws for two inputs over two classes.
+    proba = np.array([[[1.0, 0.0], [0.9, 0.1]],
+                      [[0.0, 1.0], [0.7, 0.3]]])
+    unc = per_input_uncertainty(proba)
+    np.testing.assert_array_equal(unc["predicted"], [0, 0])  # mean (0.5, 0.5) ties to class 0
+    np.testing.assert_allclose(unc["expected_error"], [0.5, 0.2])
+    # Var over draws of p per class, summed: input 0: 0.25 + 0.25; input 1: 0.01 + 0.01.
+    np.testing.assert_allclose(unc["variance"], [0.5, 0.02])
+    with pytest.raises(ValueError, match="draws"):
+        per_input_uncertainty(proba[0])
+
+
+def test_reliability_table_by_hand():
+    proba = np.array([[0.95, 0.05], [0.92, 0.08], [0.35, 0.65], [0.6, 0.4]])
+    y = np.array([0, 1, 1, 1])
+    table = reliability_table(proba, y, n_bins=4)  # bins of width 0.25
+    np.testing.assert_array_equal(table["count"], [0, 0, 2, 2])
+    np.testing.assert_allclose(table["confidence"][2:], [0.625, 0.935])
+    np.testing.assert_allclose(table["accuracy"][2:], [0.5, 0.5])
+    assert np.isnan(table["confidence"][:2]).all() and np.isnan(table["accuracy"][:2]).all()
+    # ECE is the count-weighted gap of the same table.
+    assert ece(proba, y, n_bins=4) == pytest.approx(0.5 * 0.125 + 0.5 * 0.435)

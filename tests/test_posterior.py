@@ -38,6 +38,16 @@ def test_log_p_is_the_model_joint_density(fitted):
         assert draws.log_p[i] == pytest.approx(float(logp(point)), rel=1e-9)
 
 
+def test_draws_without_log_p_are_the_same_draws(fitted):
+    _, result, draws = fitted
+    lean = draw(result, 200, seed=0, log_p=False)
+    assert np.isnan(lean.log_p).all()
+    np.testing.assert_array_equal(lean.z, draws.z)
+    np.testing.assert_array_equal(lean.log_q, draws.log_q)
+    for name, values in draws.posterior.items():
+        np.testing.assert_array_equal(lean.posterior[name], values)
+
+
 def test_constrained_scales_are_positive(fitted):
     _, _, draws = fitted
     for layer in range(3):

@@ -1,0 +1,109 @@
+"""Checkpoints of an ADVI fit: everything its step function updates, as netCDF.
+
+A checkpoint holds the variational parameters, the optimizer's state (Adam's
+moments and step count), the ELBO trace and the wall time so far, plus a
+signature of the fit: every variable's name and shape, the data's shapes, the
+family, each state array's shape and the optimisation settings (optimizer,
+learning rate, batch size, KL weight, Monte Carlo draws, seed). Resuming
+restores the arrays and checks the signature, so a checkpoint of another
+architecture or other settings is refused instead of half-loaded.
+Random generators are not stored: :func:`inference.fit` re-seeds a resumed
+fit from ``(seed, step)`` (under the JAX backend the compiled function keeps
+its own copy of the generators, so they must be seeded before compiling).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from inference.io import atomic_write
+
+FORMAT = "bnn-zoo-advi-checkpoint/1"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is missing, unreadable or from a different model."""
+
+
+@dataclass
+class FitState:
+    """The shared variables a compiled ADVI step function updates."""
+
+    arrays: list  # SharedVariables holding numeric arrays, in the step function's order
+    signature: str
+
+    @classmethod
+    def of(cls, step_fn, group, model, settings: dict) -> "FitState":
+        updated = [i.variable for i in step_fn.maker.inputs if i.update is not None]
+        arrays = [v for v in updated if isinstance(v.get_value(), np.ndarray)]
+        signature = {
+            "family": type(group).__name__,
+            "variables": [[name, list(shape)] for name, _, shape, _ in group.ordering.values()],
+            "data": [[v.name, list(v.get_value().shape)] for v in model.data_vars],
+            "state": [[v.name or "", list(v.get_value().shape), str(v.get_value().dtype)] for v in arrays],
+            "settings": settings,
+        }
+        return cls(arrays, json.dumps(signature, sort_keys=True))
+
+    def save(self, path, elbo: np.ndarray, seconds: float) -> Path:
+        """Write the current state atomically (a reader never sees half a file)."""
+        data = {
+            f"state_{i}": (tuple(f"state_{i}_{j}" for j in range(np.ndim(a))), np.asarray(a))
+            for i, a in enumerate(v.get_value() for v in self.arrays)
+        }
+        data["elbo"] = ("step", np.asarray(elbo, dtype="float64"))
+        attrs = {"format": FORMAT, "signature": self.signature, "steps_done": len(elbo), "seconds": seconds}
+        ds = xr.Dataset(data, attrs=attrs)
+        return atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4"))
+
+    def restore(self, ds: xr.Dataset, path, *, steps: int) -> tuple[int, np.ndarray, float]:
+        """Load a checkpoint from :func:`load`; returns (steps done, ELBO so far, seconds so far)."""
+        if ds.attrs["signature"] != self.signature:
+            raise CheckpointError(
+                f"checkpoint {path} was written for a different model or settings "
+                f"({_difference(ds.attrs['signature'], self.signature)})"
+            )
+        done = int(ds.attrs["steps_done"])
+        if done > steps:
+            raise CheckpointError(f"checkpoint {path} has {done} steps, more than the {steps} asked for")
+        for i, v in enumerate(self.arrays):
+            v.set_value(ds[f"state_{i}"].values.astype(v.get_value().dtype))
+        return done, ds["elbo"].values, float(ds.attrs["seconds"])
+
+
+def load(path) -> xr.Dataset:
+    """Read a checkpoint written by :meth:`FitState.save` (checks it is one)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint to resume from at {path}")
+    try:
+        with xr.open_dataset(path, engine="netcdf4") as ds:
+            ds = ds.load()
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"cannot read checkpoint {path}: {err}") from err
+    if ds.attrs.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a bnn-zoo ADVI checkpoint")
+    return ds
+
+
+def _difference(saved: str, current: str) -> str:
+    """The first difference between two signatures, in words."""
+    saved, current = json.loads(saved), json.loads(current)
+    if saved.get("family") != current["family"]:
+        return f"family {saved.get('family')} vs {current['family']}"
+    for key in ("variables", "data"):
+        a = {name: tuple(shape) for name, shape in saved.get(key, [])}
+        b = {name: tuple(shape) for name, shape in current[key]}
+        for name in sorted(set(a) | set(b)):
+            if a.get(name) != b.get(name):
+                return f"{name}: {a.get(name, 'absent')} in the checkpoint, {b.get(name, 'absent')} here"
+    a, b = saved.get("settings", {}), current["settings"]
+    for name in sorted(set(a) | set(b)):
+        if a.get(name) != b.get(name):
+            return f"{name}: {a.get(name)} in the checkpoint, {b.get(name)} here"
+    return "optimizer state differs"

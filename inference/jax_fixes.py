@@ -1,0 +1,25 @@
+"""A fix to pytensor's JAX backend, applied on import.
+
+pytensor 3.3's JAX implementation of reductions (``Sum``, ``Prod``, ...)
+returns the *accumulator* dtype: a float32 ``Sum{acc=float64}`` hands back
+float64. Under ``jax_enable_x64`` (which pytensor turns on) the float64 then
+spreads: after one ADVI step the float32 variational parameters are float64
+and every later step runs in double precision. Here each reduction's result
+is cast to the dtype the graph declares.
+"""
+
+from __future__ import annotations
+
+from pytensor.link.jax.dispatch import jax_funcify
+from pytensor.tensor.elemwise import CAReduce
+
+_careduce_acc_dtype = jax_funcify.dispatch(CAReduce)
+
+
+@jax_funcify.register(CAReduce)
+def _careduce_declared_dtype(op, node=None, **kwargs):
+    fn = _careduce_acc_dtype(op, node=node, **kwargs)
+    if node is None:
+        return fn
+    dtype = node.outputs[0].dtype
+    return lambda x: fn(x).astype(dtype)

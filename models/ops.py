@@ -1,0 +1,266 @@
+"""Convolution and max-pooling Ops for pytensor, with gradients.
+
+pytensor 3 has no CNN layers, so these are four small Ops:
+
+- :func:`conv2d` (NCHW input, HWIO kernel, "valid", stride 1) and the two Ops
+  of its gradient;
+- :func:`max_pool2d` (non-overlapping ``k x k`` windows) and its gradient.
+
+Each runs everywhere pytensor does (``perform`` in NumPy; the numba backend
+calls it in object mode) and is registered with pytensor's JAX dispatcher,
+where it becomes the matching ``jax.lax`` primitive, so a PyMC model built
+from them compiles whole to JAX (``backend="jax"``).
+
+Kernels are HWIO ``(kh, kw, in, out)`` so that, as for dense ``(in, out)``
+weights, the fan-in is the product of all but the last axis.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytensor.tensor as pt
+from jax import lax
+from numpy.lib.stride_tricks import sliding_window_view
+from pytensor.graph.basic import Apply
+from pytensor.graph.op import Op
+from pytensor.link.jax.dispatch import jax_funcify
+from pytensor.scalar import upcast
+
+_DIMS = ("NCHW", "HWIO", "NCHW")
+
+
+def _out_dim(size, k):
+    return None if size is None else size - k + 1
+
+
+# --------------------------------------------------------------------- conv2d
+class Conv2d(Op):
+    """``y[n, o, i, j] = sum_{c, a, b} x[n, c, i + a, j + b] * w[a, b, c, o]``."""
+
+    __props__ = ()
+
+    def make_node(self, x, w):
+        x, w = pt.as_tensor_variable(x), pt.as_tensor_variable(w)
+        if x.ndim != 4 or w.ndim != 4:
+            raise ValueError(f"conv2d needs a 4-D input and kernel, got {x.ndim}-D and {w.ndim}-D")
+        n, _, h, wd = x.type.shape
+        kh, kw, _, o = w.type.shape
+        shape = (n, o, _out_dim(h, kh) if kh else None, _out_dim(wd, kw) if kw else None)
+        dtype = upcast(x.dtype, w.dtype)
+        return Apply(self, [x, w], [pt.tensor(dtype=dtype, shape=shape)])
+
+    def perform(self, node, inputs, outputs):
+        x, w = inputs
+        kh, kw = w.shape[:2]
+        windows = sliding_window_view(x, (kh, kw), axis=(2, 3))  # (n, c, oh, ow, kh, kw)
+        y = np.einsum("ncijab,abco->noij", windows, w, optimize=True)
+        outputs[0][0] = y.astype(node.outputs[0].dtype, copy=False)
+
+    def infer_shape(self, fgraph, node, shapes):
+        (n, _, h, wd), (kh, kw, _, o) = shapes
+        return [(n, o, h - kh + 1, wd - kw + 1)]
+
+    def pullback(self, inputs, outputs, cotangents):
+        x, w = inputs
+        gy = pt.cast(cotangents[0], outputs[0].dtype)  # upstream may have upcast
+        return [Conv2dGradInput()(gy, w, x.shape), Conv2dGradKernel()(x, gy, w.shape)]
+
+
+class Conv2dGradInput(Op):
+    """Gradient of :class:`Conv2d` with respect to its input (a full convolution)."""
+
+    __props__ = ()
+
+    def make_node(self, gy, w, x_shape):
+        gy, w = pt.as_tensor_variable(gy), pt.as_tensor_variable(w)
+        x_shape = pt.as_tensor_variable(x_shape, dtype="int64")
+        n, _, _, _ = gy.type.shape
+        c = w.type.shape[2]
+        out = pt.tensor(dtype=upcast(gy.dtype, w.dtype), shape=(n, c, None, None))
+        return Apply(self, [gy, w, x_shape], [out])
+
+    def perform(self, node, inputs, outputs):
+        gy, w, _ = inputs
+        kh, kw = w.shape[:2]
+        padded = np.pad(gy, ((0, 0), (0, 0), (kh - 1, kh - 1), (kw - 1, kw - 1)))
+        windows = sliding_window_view(padded, (kh, kw), axis=(2, 3))  # (n, o, h, w, kh, kw)
+        gx = np.einsum("noijab,abco->ncij", windows, w[::-1, ::-1], optimize=True)
+        outputs[0][0] = gx.astype(node.outputs[0].dtype, copy=False)
+
+    def infer_shape(self, fgraph, node, shapes):
+        _, _, x_shape = node.inputs
+        return [tuple(x_shape[i] for i in range(4))]
+
+
+class Conv2dGradKernel(Op):
+    """Gradient of :class:`Conv2d` with respect to its kernel (a correlation)."""
+
+    __props__ = ()
+
+    def make_node(self, x, gy, w_shape):
+        x, gy = pt.as_tensor_variable(x), pt.as_tensor_variable(gy)
+        w_shape = pt.as_tensor_variable(w_shape, dtype="int64")
+        out = pt.tensor(dtype=upcast(x.dtype, gy.dtype), shape=(None, None, x.type.shape[1], gy.type.shape[1]))
+        return Apply(self, [x, gy, w_shape], [out])
+
+    def perform(self, node, inputs, outputs):
+        x, gy, w_shape = inputs
+        kh, kw = int(w_shape[0]), int(w_shape[1])
+        windows = sliding_window_view(x, (kh, kw), axis=(2, 3))  # (n, c, oh, ow, kh, kw)
+        gw = np.einsum("ncijab,noij->abco", windows, gy, optimize=True)
+        outputs[0][0] = gw.astype(node.outputs[0].dtype, copy=False)
+
+    def infer_shape(self, fgraph, node, shapes):
+        _, _, w_shape = node.inputs
+        return [tuple(w_shape[i] for i in range(4))]
+
+
+def _jax_conv(x, w):
+    return lax.conv_general_dilated(x, w, (1, 1), "VALID", dimension_numbers=_DIMS)
+
+
+# pytensor's JAX backend can hand an Op float64 values where the graph says
+# float32 (random draws, promoted constants); lax.conv refuses mixed dtypes, so
+# every implementation casts its inputs to the dtype the graph declares.
+
+
+@jax_funcify.register(Conv2d)
+def _jax_conv2d(op, node, **kwargs):
+    dtype = node.outputs[0].dtype
+    return lambda x, w: _jax_conv(x.astype(dtype), w.astype(dtype))
+
+
+@jax_funcify.register(Conv2dGradInput)
+def _jax_conv2d_grad_input(op, node, **kwargs):
+    dtype = node.outputs[0].dtype
+
+    def grad_input(gy, w, x_shape):
+        kh, kw = w.shape[:2]
+        # The transposed convolution: a full correlation with the flipped kernel.
+        w_t = jnp.swapaxes(w[::-1, ::-1], 2, 3).astype(dtype)  # (kh, kw, out, in)
+        return lax.conv_general_dilated(
+            gy.astype(dtype), w_t, (1, 1), ((kh - 1, kh - 1), (kw - 1, kw - 1)), dimension_numbers=_DIMS
+        )
+
+    return grad_input
+
+
+@jax_funcify.register(Conv2dGradKernel)
+def _jax_conv2d_grad_kernel(op, node, **kwargs):
+    dtype = node.outputs[0].dtype
+
+    def grad_kernel(x, gy, w_shape):
+        # Correlate x with gy, batch as the contracted "feature" axis:
+        # x as (C, N, H, W) "images", gy as an (OH, OW, N, O) kernel.
+        gw = lax.conv_general_dilated(
+            jnp.swapaxes(x, 0, 1).astype(dtype), jnp.transpose(gy, (2, 3, 0, 1)).astype(dtype),
+            (1, 1), "VALID", dimension_numbers=_DIMS,
+        )  # (C, O, kh, kw)
+        return jnp.transpose(gw, (2, 3, 0, 1))
+
+    return grad_kernel
+
+
+def conv2d(x, w):
+    """Valid 2-D convolution, stride 1: ``x`` (N, C, H, W), ``w`` (kh, kw, C, O) -> (N, O, H-kh+1, W-kw+1).
+
+    Like every deep-learning "convolution" this is a cross-correlation (the
+    kernel is not flipped), which is what ``jax.lax.conv_general_dilated`` does.
+    """
+    return Conv2d()(x, w)
+
+
+# ----------------------------------------------------------------- max pooling
+class MaxPool2d(Op):
+    """Max over non-overlapping ``k x k`` windows of an NCHW tensor (rows/cols that do not fill a window are dropped)."""
+
+    __props__ = ("k",)
+
+    def __init__(self, k: int = 2):
+        if int(k) < 1:
+            raise ValueError(f"pool size must be >= 1, got {k}")
+        self.k = int(k)
+
+    def make_node(self, x):
+        x = pt.as_tensor_variable(x)
+        if x.ndim != 4:
+            raise ValueError(f"max_pool2d needs a 4-D NCHW input, got {x.ndim}-D")
+        n, c, h, w = x.type.shape
+        shape = (n, c, None if h is None else h // self.k, None if w is None else w // self.k)
+        return Apply(self, [x], [pt.tensor(dtype=x.dtype, shape=shape)])
+
+    def _windows(self, x):
+        k = self.k
+        n, c, h, w = x.shape
+        x = x[:, :, : h - h % k, : w - w % k]
+        return x.reshape(n, c, h // k, k, w // k, k)
+
+    def perform(self, node, inputs, outputs):
+        outputs[0][0] = self._windows(inputs[0]).max(axis=(3, 5))
+
+    def infer_shape(self, fgraph, node, shapes):
+        n, c, h, w = shapes[0]
+        return [(n, c, h // self.k, w // self.k)]
+
+    def pullback(self, inputs, outputs, cotangents):
+        gy = pt.cast(cotangents[0], outputs[0].dtype)  # upstream may have upcast
+        return [MaxPool2dGrad(self.k)(inputs[0], gy)]
+
+
+class MaxPool2dGrad(Op):
+    """Gradient of :class:`MaxPool2d`: each window's gradient goes to its (first) maximum."""
+
+    __props__ = ("k",)
+
+    def __init__(self, k: int = 2):
+        self.k = int(k)
+
+    def make_node(self, x, gy):
+        x, gy = pt.as_tensor_variable(x), pt.as_tensor_variable(gy)
+        return Apply(self, [x, gy], [x.type()])
+
+    def perform(self, node, inputs, outputs):
+        x, gy = inputs
+        k = self.k
+        n, c, h, w = x.shape
+        win = MaxPool2d(k)._windows(x)  # (n, c, h/k, k, w/k, k)
+        win = win.transpose(0, 1, 2, 4, 3, 5).reshape(n, c, h // k, w // k, k * k)
+        first = win.argmax(axis=-1)  # ties: the first maximum, as XLA's select-and-scatter
+        onehot = np.arange(k * k) == first[..., None]
+        g = (onehot * gy[..., None]).reshape(n, c, h // k, w // k, k, k)
+        gx = np.zeros_like(x)
+        gx[:, :, : h - h % k, : w - w % k] = g.transpose(0, 1, 2, 4, 3, 5).reshape(
+            n, c, (h // k) * k, (w // k) * k
+        )
+        outputs[0][0] = gx
+
+    def infer_shape(self, fgraph, node, shapes):
+        return [shapes[0]]
+
+
+def _jax_max_pool(x, k):
+    return lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, k, k), (1, 1, k, k), "VALID")
+
+
+@jax_funcify.register(MaxPool2d)
+def _jax_max_pool2d(op, node, **kwargs):
+    k, dtype = op.k, node.outputs[0].dtype
+    return lambda x: _jax_max_pool(x.astype(dtype), k)
+
+
+@jax_funcify.register(MaxPool2dGrad)
+def _jax_max_pool2d_grad(op, node, **kwargs):
+    k, dtype = op.k, node.outputs[0].dtype
+
+    def grad(x, gy):
+        _, vjp = jax.vjp(lambda x: _jax_max_pool(x, k), x.astype(dtype))
+        return vjp(gy.astype(dtype))[0]
+
+    return grad
+
+
+def max_pool2d(x, k: int = 2):
+    """Max pooling over non-overlapping ``k x k`` windows (stride ``k``, "valid") of an NCHW tensor."""
+    return MaxPool2d(k)(x)

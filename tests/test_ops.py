@@ -1,0 +1,116 @@
+"""conv2d and max_pool2d against jax.lax and plain loops, on the default and JAX backends."""
+
+import jax
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+import pytest
+from jax import lax
+
+import inference  # noqa: F401  (applies the JAX reduction dtype fix)
+from models.ops import conv2d, max_pool2d
+
+MODES = ["NUMBA", "JAX"]
+jax.config.update("jax_enable_x64", True)  # float64 references (pytensor's JAX backend sets it too)
+
+
+def conv_loops(x, w):
+    """Cross-correlation by explicit loops: the definition, independent of any library."""
+    n, c, h, wd = x.shape
+    kh, kw, _, o = w.shape
+    y = np.zeros((n, o, h - kh + 1, wd - kw + 1))
+    for i in range(h - kh + 1):
+        for j in range(wd - kw + 1):
+            y[:, :, i, j] = np.einsum("ncab,abco->no", x[:, :, i : i + kh, j : j + kw], w)
+    return y
+
+
+def lax_conv(x, w):
+    return lax.conv_general_dilated(x, w, (1, 1), "VALID", dimension_numbers=("NCHW", "HWIO", "NCHW"))
+
+
+def lax_pool(x, k=2):
+    return lax.reduce_window(x, -np.inf, lax.max, (1, 1, k, k), (1, 1, k, k), "VALID")
+
+
+def reference_loss(x, w):
+    y = lax_conv(x, w)
+    return (lax_pool(jax.numpy.tanh(y)) ** 2).sum() + (0.7 * y).sum()
+
+
+def graph():
+    x, w = pt.tensor4("x"), pt.tensor4("w")
+    y = conv2d(x, w)
+    loss = (max_pool2d(pt.tanh(y)) ** 2).sum() + (0.7 * y).sum()
+    return x, w, y, loss
+
+
+SHAPES = [((2, 1, 7, 7), (3, 3, 1, 2)), ((3, 2, 9, 8), (2, 4, 2, 3)), ((1, 3, 6, 5), (1, 1, 3, 4))]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("x_shape, w_shape", SHAPES)
+def test_conv_pool_values_and_gradients_match_jax(mode, x_shape, w_shape):
+    rng = np.random.default_rng(0)
+    xv, wv = rng.normal(size=x_shape), rng.normal(size=w_shape)
+    x, w, y, loss = graph()
+    f = pytensor.function([x, w], [y, loss, *pytensor.grad(loss, [x, w])], mode=mode)
+    y_val, loss_val, gx, gw = f(xv, wv)
+    ref_gx, ref_gw = jax.grad(reference_loss, argnums=(0, 1))(xv, wv)
+    np.testing.assert_allclose(y_val, conv_loops(xv, wv), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(loss_val, reference_loss(xv, wv), rtol=1e-12)
+    np.testing.assert_allclose(gx, ref_gx, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(gw, ref_gw, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("x_shape, w_shape", SHAPES[:2])
+def test_gradients_pass_pytensor_gradient_checker(x_shape, w_shape):
+    rng = np.random.default_rng(1)
+    xv, wv = rng.normal(size=x_shape), rng.normal(size=w_shape)
+    pytensor.gradient.verify_grad(lambda x, w: max_pool2d(pt.tanh(conv2d(x, w))), [xv, wv], rng=rng)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_max_pool_drops_incomplete_windows_and_routes_gradient_to_the_max(mode):
+    x = pt.tensor4("x")
+    xv = np.arange(2 * 3 * 5 * 7, dtype="float64").reshape(2, 3, 5, 7)[..., ::-1].copy()
+    pooled = max_pool2d(x)
+    f = pytensor.function([x], [pooled, pytensor.grad(pooled.sum(), x)], mode=mode)
+    out, g = f(xv)
+    assert out.shape == (2, 3, 2, 3)
+    np.testing.assert_array_equal(out, xv[:, :, :4, :6].reshape(2, 3, 2, 2, 3, 2).max(axis=(3, 5)))
+    # One unit of gradient per window, on the window's maximum (values grow down the
+    # rows and shrink along the columns: row 1, col 0 of each window); nothing for
+    # the dropped row and column.
+    assert g.sum() == out.size
+    expected = np.zeros_like(xv)
+    expected[:, :, 1:4:2, 0:6:2] = 1
+    np.testing.assert_array_equal(g, expected)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_dtype_is_preserved(mode, dtype):
+    x, w = pt.tensor4("x", dtype=dtype), pt.tensor4("w", dtype=dtype)
+    out = max_pool2d(conv2d(x, w))
+    grads = pytensor.grad(out.sum(dtype=dtype), [x, w])
+    f = pytensor.function([x, w], [out, *grads], mode=mode)
+    res = f(np.ones((1, 1, 6, 6), dtype), np.ones((3, 3, 1, 2), dtype))
+    assert [r.dtype for r in res] == [dtype] * 3
+
+
+def test_jax_reductions_keep_the_declared_dtype():
+    # pytensor 3.3's JAX Sum returned its float64 accumulator for float32 input;
+    # inference.jax_fixes casts it back (else ADVI state turns float64 after one step).
+    x = pt.vector("x", dtype="float32")
+    f = pytensor.function([x], [x.sum(), (x**2).sum() * x], mode="JAX")
+    assert [np.asarray(r).dtype for r in f(np.ones(3, "float32"))] == ["float32", "float32"]
+
+
+def test_bad_inputs_raise():
+    with pytest.raises(ValueError, match="4-D"):
+        conv2d(pt.matrix("x"), pt.tensor4("w"))
+    with pytest.raises(ValueError, match="4-D"):
+        max_pool2d(pt.matrix("x"))
+    with pytest.raises(ValueError, match="pool size"):
+        max_pool2d(pt.tensor4("x"), 0)
