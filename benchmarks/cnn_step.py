@@ -85,12 +85,13 @@ def main(argv=None) -> None:
         model = cnn_classifier(*batches[0], total_size=len(data.X_train))
         _, advi_step = build_step(model, learning_rate=1e-3, init_std=1e-3, backend="jax")
     build_seconds = time.perf_counter() - t0
+    y_dtype = model["y"].get_value().dtype
     det_step, state = deterministic_cnn()
 
     def run_advi(i):
         xb, yb = batches[i % n_batches]
         model["X"].set_value(xb)
-        model["y"].set_value(yb)
+        model["y"].set_value(yb.astype(y_dtype))  # pm.Data keeps small labels in a narrow dtype
         return float(advi_step())
 
     def run_det(i):

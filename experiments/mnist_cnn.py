@@ -33,8 +33,10 @@ from models import HYPERPRIORS, WEIGHT_PRIORS
 from models.cnn import cnn_classifier
 
 DATASET = "mnist_cnn"
+# Measured on the full data (README): beta=1 gave 1.68% test error and an
+# underconfident 1.80% ECE after 30 epochs; beta=0.1 gave 0.94% and 0.25%.
 DEFAULTS = dict(prior="normal", hyperprior="inversegamma", epochs=30, batch_size=128, lr=2e-3,
-                beta=1.0, init_std=1e-3, samples=100, backend="jax", seed=0, normalize="255",
+                beta=0.1, init_std=1e-3, samples=100, backend="jax", seed=0, normalize="255",
                 channels=(32, 32), dense=(64,), checkpoint_every=500)
 PREDICT_CHUNK = 1000  # test images per forward pass
 
@@ -61,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=positive_int, default=d["samples"],
                    help="posterior draws per test image")
     p.add_argument("--data-dir", type=Path, default=None,
-                   help="folder with the four MNIST IDX files (default: $MNIST_DIR, else data/cache/mnist)")
+                   help="folder with the four MNIST IDX files; None: $MNIST_DIR, else data/cache/mnist")
     p.add_argument("--normalize", choices=mnist.NORMALIZATIONS, default=d["normalize"],
                    help="pixel scaling: /255, standardise, or /126 (Blundell et al.)")
     p.add_argument("--limit-train", type=positive_int, default=None, metavar="N",
