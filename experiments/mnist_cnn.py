@@ -206,6 +206,10 @@ def main(argv=None) -> int:
     except NonFiniteLossError as err:
         print(f"{prog}: error: {err} (try a smaller --lr or --init-std)", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; add --resume to continue from the last checkpoint "
+              f"(every {args.checkpoint_every} steps)", file=sys.stderr)
+        return 130
     print(f"test error {metrics['test_error']:.2%}  nll {metrics['nll']:.4f}  "
           f"ece {metrics['ece']:.2%}  fit {metrics['fit_seconds']:.0f} s  "
           f"predict {metrics['predict_seconds']:.0f} s  -> "
