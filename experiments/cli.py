@@ -1,8 +1,9 @@
-"""Command-line pieces shared by the experiment scripts: one-line errors, checked numbers."""
+"""Command-line pieces shared by the experiment scripts: one-line errors, checked numbers, run folders."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 class Parser(argparse.ArgumentParser):
@@ -31,3 +32,8 @@ def nonneg_float(text):
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return value
+
+
+def run_dir(out: Path, dataset: str, prior: str, hyperprior: str, seed: int) -> Path:
+    """``<out>/<dataset>/<prior>-<hyperprior>-s<seed>``: every experiment's output contract."""
+    return out / dataset / f"{prior}-{hyperprior}-s{seed}"

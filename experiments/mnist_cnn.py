@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from data import mnist
-from experiments.cli import Parser, positive_float, positive_int
+from experiments.cli import Parser, positive_float, positive_int, run_dir
 from evaluation import plots
 from evaluation.metrics import all_metrics, per_input_uncertainty, reliability_table
 from inference import BACKENDS, CheckpointError, NonFiniteLossError, draw, fit, precision
@@ -84,11 +84,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def run_dir(out: Path, prior: str, hyperprior: str, seed: int) -> Path:
-    """``<out>/mnist_cnn/<prior>-<hyperprior>-s<seed>``: the output contract."""
-    return out / DATASET / f"{prior}-{hyperprior}-s{seed}"
-
-
 def _checkpoint_paths(target: Path) -> tuple[Path, Path]:
     """Where a running fit checkpoints, and where a finished run keeps its final state."""
     return target.parent / f"{target.name}.checkpoint.nc", target / "variational.nc"
@@ -121,7 +116,7 @@ def run(args) -> dict:
                          f"({len(X_train)} images)")
     _check_writable(args.out, "--out")
     _check_writable(args.figures, "--figures")
-    target = run_dir(args.out, args.prior, args.hyperprior, args.seed)
+    target = run_dir(args.out, DATASET, args.prior, args.hyperprior, args.seed)
     running, finished = _checkpoint_paths(target)
     resume = None
     if args.resume:
@@ -213,7 +208,7 @@ def main(argv=None) -> int:
     print(f"test error {metrics['test_error']:.2%}  nll {metrics['nll']:.4f}  "
           f"ece {metrics['ece']:.2%}  fit {metrics['fit_seconds']:.0f} s  "
           f"predict {metrics['predict_seconds']:.0f} s  -> "
-          f"{run_dir(args.out, args.prior, args.hyperprior, args.seed)}")
+          f"{run_dir(args.out, DATASET, args.prior, args.hyperprior, args.seed)}")
     return 0
 
 

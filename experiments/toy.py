@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from data import toy
-from experiments.cli import Parser, nonneg_float, positive_float, positive_int
+from experiments.cli import Parser, nonneg_float, positive_float, positive_int, run_dir
 from evaluation import plots
 from evaluation.metrics import all_metrics
 from inference import BACKENDS, METHODS, NonFiniteLossError, draw, fit, loo, precision
@@ -95,11 +95,6 @@ def build_parser(dataset: str) -> argparse.ArgumentParser:
     p.add_argument("--figures", type=Path, default=Path("figures"), help="figures folder")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return p
-
-
-def run_dir(out: Path, dataset: str, prior: str, hyperprior: str, seed: int) -> Path:
-    """``<out>/<dataset>/<prior>-<hyperprior>-s<seed>``: the output contract."""
-    return out / dataset / f"{prior}-{hyperprior}-s{seed}"
 
 
 # Run settings copied into metrics.json.

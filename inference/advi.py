@@ -41,6 +41,10 @@ OPTIMIZERS = {
 }
 
 
+# Settings a resumed fit must share with its checkpoint (the backend may change).
+CHECKPOINT_SETTINGS = ("optimizer", "learning_rate", "batch_size", "beta", "mc_samples", "seed")
+
+
 class NonFiniteLossError(FloatingPointError):
     """The ELBO became NaN or infinite during the fit."""
 
@@ -310,12 +314,15 @@ def fit(
             mc_samples=mc_samples, backend=backend, seed=seed, stream=stream,
         )
         group = inference.approx.groups[0]
-        settings = dict(optimizer=optimizer, learning_rate=learning_rate, batch_size=batch_size,
-                        beta=beta, mc_samples=mc_samples, seed=seed)
-        state = FitState.of(step_fn, group, model, settings)
+        config = dict(
+            method=method, steps=steps, optimizer=optimizer, learning_rate=learning_rate,
+            batch_size=batch_size, init_std=init_std, beta=beta, mc_samples=mc_samples,
+            backend=backend, float32=float32, seed=seed, resumed_at=done,
+        )
+        state = FitState.of(step_fn, group, model, {k: config[k] for k in CHECKPOINT_SETTINGS})
         hist, seconds_before = np.empty(0), 0.0
         if saved is not None:
-            done, hist, seconds_before = state.restore(saved, resume, steps=steps)
+            hist, seconds_before = state.restore(saved, resume, steps=steps)
         elbo = np.full(steps, np.nan)
         elbo[:done] = hist
         first_step = None
@@ -337,11 +344,6 @@ def fit(
 
     for p in inference.approx.params:  # the JAX backend can leave device arrays behind
         p.set_value(np.asarray(p.get_value()))
-    config = dict(
-        method=method, steps=steps, optimizer=optimizer, learning_rate=learning_rate,
-        batch_size=batch_size, init_std=init_std, beta=beta, mc_samples=mc_samples, backend=backend,
-        float32=float32, seed=seed, resumed_at=done,
-    )
     ran = steps - done
     return FitResult(
         approx=inference.approx, model=model, elbo=elbo, method=method, backend=backend,

@@ -61,8 +61,8 @@ class FitState:
         ds = xr.Dataset(data, attrs=attrs)
         return atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4"))
 
-    def restore(self, ds: xr.Dataset, path, *, steps: int) -> tuple[int, np.ndarray, float]:
-        """Load a checkpoint from :func:`load`; returns (steps done, ELBO so far, seconds so far)."""
+    def restore(self, ds: xr.Dataset, path, *, steps: int) -> tuple[np.ndarray, float]:
+        """Load a checkpoint from :func:`load`; returns (ELBO so far, seconds so far)."""
         if ds.attrs["signature"] != self.signature:
             raise CheckpointError(
                 f"checkpoint {path} was written for a different model or settings "
@@ -73,7 +73,7 @@ class FitState:
             raise CheckpointError(f"checkpoint {path} has {done} steps, more than the {steps} asked for")
         for i, v in enumerate(self.arrays):
             v.set_value(ds[f"state_{i}"].values.astype(v.get_value().dtype))
-        return done, ds["elbo"].values, float(ds.attrs["seconds"])
+        return ds["elbo"].values, float(ds.attrs["seconds"])
 
 
 def load(path) -> xr.Dataset:

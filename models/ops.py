@@ -121,9 +121,10 @@ def _jax_conv(x, w):
     return lax.conv_general_dilated(x, w, (1, 1), "VALID", dimension_numbers=_DIMS)
 
 
-# pytensor's JAX backend can hand an Op float64 values where the graph says
-# float32 (random draws, promoted constants); lax.conv refuses mixed dtypes, so
-# every implementation casts its inputs to the dtype the graph declares.
+# pytensor 3.3's JAX reductions return float64 for float32 graphs (fixed for
+# fits by inference/jax_fixes.py, which these Ops do not import), and lax.conv
+# refuses mixed dtypes: so every implementation casts its inputs to the dtype
+# the graph declares, which is free when they already have it.
 
 
 @jax_funcify.register(Conv2d)
@@ -173,6 +174,12 @@ def conv2d(x, w):
 
 
 # ----------------------------------------------------------------- max pooling
+def _pool_windows(x: np.ndarray, k: int) -> np.ndarray:
+    """``x`` (n, c, h, w) as (n, c, h//k, k, w//k, k) windows, incomplete ones dropped."""
+    n, c, h, w = x.shape
+    return x[:, :, : h - h % k, : w - w % k].reshape(n, c, h // k, k, w // k, k)
+
+
 class MaxPool2d(Op):
     """Max over non-overlapping ``k x k`` windows of an NCHW tensor (rows/cols that do not fill a window are dropped)."""
 
@@ -191,14 +198,8 @@ class MaxPool2d(Op):
         shape = (n, c, None if h is None else h // self.k, None if w is None else w // self.k)
         return Apply(self, [x], [pt.tensor(dtype=x.dtype, shape=shape)])
 
-    def _windows(self, x):
-        k = self.k
-        n, c, h, w = x.shape
-        x = x[:, :, : h - h % k, : w - w % k]
-        return x.reshape(n, c, h // k, k, w // k, k)
-
     def perform(self, node, inputs, outputs):
-        outputs[0][0] = self._windows(inputs[0]).max(axis=(3, 5))
+        outputs[0][0] = _pool_windows(inputs[0], self.k).max(axis=(3, 5))
 
     def infer_shape(self, fgraph, node, shapes):
         n, c, h, w = shapes[0]
@@ -225,7 +226,7 @@ class MaxPool2dGrad(Op):
         x, gy = inputs
         k = self.k
         n, c, h, w = x.shape
-        win = MaxPool2d(k)._windows(x)  # (n, c, h/k, k, w/k, k)
+        win = _pool_windows(x, k)  # (n, c, h/k, k, w/k, k)
         win = win.transpose(0, 1, 2, 4, 3, 5).reshape(n, c, h // k, w // k, k * k)
         first = win.argmax(axis=-1)  # ties: the first maximum, as XLA's select-and-scatter
         onehot = np.arange(k * k) == first[..., None]
