@@ -23,7 +23,7 @@ from data import toy
 from experiments.cli import Parser, nonneg_float, positive_float, positive_int, run_dir
 from evaluation import plots
 from evaluation.metrics import all_metrics
-from inference import BACKENDS, METHODS, NonFiniteLossError, draw, fit, loo, precision
+from inference import BACKENDS, ENGINES, METHODS, NonFiniteLossError, draw, fit, loo, precision
 from inference.io import atomic_dir, atomic_write, write_json, write_text
 from inference.posterior import predict_proba, to_datatree
 from models import HYPERPRIORS, WEIGHT_PRIORS, mlp_classifier
@@ -31,7 +31,7 @@ from models.priors import SCALE_FREE
 
 # What a user gets with no flags: the best-behaved settings we measured (README).
 DEFAULTS = dict(prior="normal", hyperprior="inversegamma", n_train=700, n_test=300, steps=10_000,
-                lr=0.05, beta=1.0, init_std=0.01, method="advi", backend="numba", seed=0,
+                lr=0.05, beta=1.0, init_std=0.01, method="advi", engine="jax", backend="numba", seed=0,
                 draws=500, hidden=(5, 5))
 NOISE = {"moons": 0.2, "circles": 0.2}
 GRID_POINTS = 100
@@ -83,8 +83,11 @@ def build_parser(dataset: str) -> argparse.ArgumentParser:
                    help="initial posterior std of every parameter")
     p.add_argument("--method", choices=METHODS, default=DEFAULTS["method"],
                    help="mean-field or full-rank Gaussian approximation")
+    p.add_argument("--engine", choices=ENGINES, default=DEFAULTS["engine"],
+                   help="'jax': the whole ADVI loop compiled to JAX; 'pymc': PyMC's own step "
+                   "(the reference)")
     p.add_argument("--backend", choices=BACKENDS, default=DEFAULTS["backend"],
-                   help="pytensor backend")
+                   help="pytensor backend of --engine pymc")
     p.add_argument("--float32", action="store_true", help="fit in single precision")
     p.add_argument("--draws", type=positive_int, default=DEFAULTS["draws"],
                    help="posterior draws for predictions and LOO")
@@ -98,7 +101,7 @@ def build_parser(dataset: str) -> argparse.ArgumentParser:
 
 
 # Run settings copied into metrics.json.
-RECORDED = ("dataset", "prior", "hyperprior", "method", "backend", "seed", "steps", "noise",
+RECORDED = ("dataset", "prior", "hyperprior", "method", "engine", "backend", "seed", "steps", "noise",
             "n_train", "n_test", "lr", "beta", "init_std", "float32", "draws")
 
 
@@ -111,7 +114,7 @@ def run_one(cfg: dict) -> dict:
         model = mlp_classifier(split.X_train, split.y_train, hidden=cfg["hidden"],
                                prior=cfg["prior"], hyperprior=cfg["hyperprior"])
         result = fit(model, method=cfg["method"], steps=cfg["steps"], learning_rate=cfg["lr"],
-                     beta=cfg["beta"], init_std=cfg["init_std"], backend=cfg["backend"],
+                     beta=cfg["beta"], init_std=cfg["init_std"], engine=cfg["engine"], backend=cfg["backend"],
                      float32=cfg["float32"], seed=cfg["seed"], progressbar=cfg["progress"])
         t0 = time.perf_counter()
         draws = draw(result, cfg["draws"], seed=cfg["seed"])
@@ -154,7 +157,7 @@ def _config(args, dataset: str, prior: str, hyperprior: str, **extra) -> dict:
     return dict(
         dataset=dataset, prior=prior, hyperprior=hyperprior, noise=args.noise,
         n_train=args.n_train, n_test=args.n_test, steps=args.steps, lr=args.lr, beta=args.beta,
-        init_std=args.init_std, method=args.method, backend=args.backend, float32=args.float32,
+        init_std=args.init_std, method=args.method, engine=args.engine, backend=args.backend, float32=args.float32,
         draws=args.draws, seed=args.seed, hidden=DEFAULTS["hidden"], out=args.out,
         figures=args.figures, **{"progress": not args.no_progress, "map": True, **extra},
     )

@@ -1,11 +1,12 @@
 """Fitting (ADVI) and posterior handling for the zoo's PyMC models."""
 
-from inference.advi import BACKENDS, METHODS, FitResult, NonFiniteLossError, fit, precision
+from inference.advi import BACKENDS, ENGINES, METHODS, FitResult, NonFiniteLossError, fit, precision
 from inference.checkpoint import CheckpointError
 from inference.posterior import Draws, draw, loo, predict_proba, to_datatree
 
 __all__ = [
     "BACKENDS",
+    "ENGINES",
     "CheckpointError",
     "METHODS",
     "Draws",

@@ -1,12 +1,15 @@
 """ADVI for the zoo's PyMC models: the one place where models are fitted.
 
-:func:`fit` runs PyMC's ``KLqp`` objective on a ``MeanField`` or ``FullRank``
-approximation in its own loop, with what a BNN needs and PyMC does not
-default to: random initial means (all-zero means keep hidden units
-identical), a small initial posterior std, a KL weight ``beta``, optional
-minibatches, a choice of pytensor backend and precision, checkpoints and
-resume, and a loss check that stops on the first non-finite value instead of
-returning garbage. :func:`build_step` is its set-up and compiled step alone.
+:func:`fit` maximises PyMC's ``KLqp`` objective for a ``MeanField`` or
+``FullRank`` approximation with two engines behind one interface:
+``"jax"`` (:mod:`inference.engine`: the model's log density compiled to JAX
+once and the whole optimisation run there) and ``"pymc"`` (the reference:
+PyMC's own compiled step, on a pytensor backend, called once per step). Both
+add what a BNN needs and PyMC does not default to: random initial means
+(all-zero means keep hidden units identical), a small initial posterior std,
+a KL weight ``beta``, optional minibatches, checkpoints and resume, and a
+loss check that stops on the first non-finite value instead of returning
+garbage. :func:`build_step` is the PyMC engine's set-up and compiled step.
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ from rich.progress import MofNCompleteColumn, Progress, TextColumn
 
 from inference import jax_fixes  # noqa: F401  (float32 stays float32 on the JAX backend)
 from inference import checkpoint as ckpt
+from inference import engine as engine_mod
 from inference.checkpoint import FitState
 
 METHODS = ("advi", "fullrank_advi")
+ENGINES = ("jax", "pymc")
 BACKENDS = ("numba", "c", "jax")
 OPTIMIZERS = {
     "adam": updates.adam,
@@ -42,7 +47,7 @@ OPTIMIZERS = {
 
 
 # Settings a resumed fit must share with its checkpoint (the backend may change).
-CHECKPOINT_SETTINGS = ("optimizer", "learning_rate", "batch_size", "beta", "mc_samples", "seed")
+CHECKPOINT_SETTINGS = ("engine", "optimizer", "learning_rate", "batch_size", "beta", "mc_samples", "seed")
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -61,6 +66,7 @@ class FitResult:
     seconds: float  # whole fit, compilation included (and earlier runs, when resumed)
     compile_seconds: float  # compilation and the first step of this run
     config: dict = field(default_factory=dict)
+    cache: dict = field(default_factory=dict, repr=False)  # compiled posterior functions
     _timed: tuple[int, float] = (0, 0.0)  # this run's steps after the first, and their seconds
 
     @property
@@ -104,6 +110,27 @@ def _initial_means(group, model: pm.Model, rng: np.random.Generator) -> np.ndarr
             value = value + rng.normal(0.0, 1.0 / np.sqrt(_fan_in(shape)), size=shape)
         mu[slc] = value.ravel()
     return mu
+
+
+def _family(method: str):
+    return pmvi.MeanField if method == "advi" else pmvi.FullRank
+
+
+def initial_params(group, model: pm.Model, method: str, init_std: float, seed: int) -> dict:
+    """Initial variational parameters in PyMC's layout, in ``floatX``.
+
+    Random means (:func:`_initial_means`) and the same std ``init_std`` for
+    every coordinate: ``rho`` with std = softplus(rho) for mean-field; for
+    full-rank, ``L_tril`` (L packed row-major) diagonal, whose diagonal PyMC
+    also stores as rho (softplus'ed in ``FullRankGroup.L``).
+    """
+    dtype = pytensor.config.floatX
+    mu = _initial_means(group, model, np.random.default_rng(seed)).astype(dtype)
+    rho = np.log(np.expm1(init_std))
+    if method == "advi":
+        return {"mu": mu, "rho": np.full(group.ddim, rho, dtype=dtype)}
+    L = rho * np.eye(group.ddim)
+    return {"mu": mu, "L_tril": L[np.tril_indices(group.ddim)].astype(dtype)}
 
 
 @contextlib.contextmanager
@@ -162,28 +189,15 @@ def build_step(
     object and a compiled function that takes one optimisation step and
     returns the loss (the negative ELBO estimate).
     """
-    dtype = pytensor.config.floatX
-    family = pmvi.MeanField if method == "advi" else pmvi.FullRank
-    inference = pmvi.KLqp(family(model=model, random_seed=seed if stream is None else stream), beta=beta)
+    inference = pmvi.KLqp(_family(method)(model=model, random_seed=seed if stream is None else stream),
+                          beta=beta)
     group = inference.approx.groups[0]
-    rng = np.random.default_rng(seed)
-    params = group.params_dict
-    params["mu"].set_value(_initial_means(group, model, rng).astype(dtype))
-    rho = np.log(np.expm1(init_std))  # PyMC stores std = softplus(rho)
-    if method == "advi":
-        params["rho"].set_value(np.full(group.ddim, rho, dtype=dtype))
-    else:  # L's diagonal is stored as rho too (softplus'ed in FullRankGroup.L)
-        L = rho * np.eye(group.ddim)
-        params["L_tril"].set_value(L[np.tril_indices(group.ddim)].astype(dtype))
+    for name, value in initial_params(group, model, method, init_std, seed).items():
+        group.params_dict[name].set_value(value)
 
     replacements = {}
     if batch_size is not None:
-        lengths = {name: model[name].get_value().shape[0] for name in data}
-        if len(set(lengths.values())) > 1:
-            raise ValueError(f"minibatch containers differ in length: {lengths}")
-        n = lengths[data[0]]
-        if not 1 <= batch_size <= n:
-            raise ValueError(f"batch_size must be in 1..{n}, got {batch_size}")
+        _check_batches(model, data, batch_size)
         containers = [model[name] for name in data]
         batches = pm.Minibatch(*containers, batch_size=batch_size)
         if len(containers) == 1:
@@ -206,6 +220,63 @@ def build_step(
     return inference, step_fn
 
 
+class _PymcSteps:
+    """The reference engine: PyMC's compiled KLqp step, called once per step from Python."""
+
+    chunk = 10  # steps between progress updates
+
+    def __init__(self, model, *, seed, stream, backend, batch_size, **settings):
+        self.inference, self.step_fn = build_step(
+            model, seed=seed, stream=stream, backend=backend, batch_size=batch_size, **settings)
+        self.group = self.inference.approx.groups[0]
+        self.backend = backend
+        self.shared = [i.variable for i in self.step_fn.maker.inputs
+                       if i.update is not None and isinstance(i.variable.get_value(), np.ndarray)]
+        # PyMC divides the loss by N / batch_size; the ELBO is reported at full-data scale.
+        self.scale = 1.0
+        if batch_size is not None:
+            self.scale = model[settings["data"][0]].get_value().shape[0] / batch_size
+
+    def device(self):
+        return _inputs_on_device(self.step_fn, self.backend)
+
+    def advance(self, start: int, n: int) -> np.ndarray:
+        return np.array([-float(self.step_fn()) * self.scale for _ in range(n)])
+
+    def arrays(self) -> list[np.ndarray]:
+        return [v.get_value() for v in self.shared]
+
+    def load(self, arrays) -> None:
+        for v, a in zip(self.shared, arrays):
+            v.set_value(np.asarray(a).astype(v.get_value().dtype))
+
+    def finish(self) -> pmvi.Approximation:
+        for p in self.inference.approx.params:  # the JAX backend can leave device arrays behind
+            p.set_value(np.asarray(p.get_value()))
+        return self.inference.approx
+
+
+class _JaxSteps:
+    """The fast engine (:mod:`inference.engine`): many steps per call, all in JAX."""
+
+    chunk = engine_mod.CHUNK
+
+    def __init__(self, model, *, method, init_std, seed, **settings):
+        self.approx = _family(method)(model=model, random_seed=seed)
+        self.group = self.approx.groups[0]
+        init = initial_params(self.group, model, method, init_std, seed)
+        self.fit = engine_mod.JaxFit(model, self.group, init, method=method, seed=seed,
+                                 dtype=pytensor.config.floatX, **settings)
+        self.advance, self.arrays, self.load = self.fit.advance, self.fit.arrays, self.fit.load
+
+    def device(self):
+        return contextlib.nullcontext()
+
+    def finish(self) -> pmvi.Approximation:
+        self.fit.write_back(self.group)
+        return self.approx
+
+
 def fit(
     model: pm.Model,
     *,
@@ -218,6 +289,7 @@ def fit(
     init_std: float = 0.01,
     beta: float = 1.0,
     mc_samples: int = 1,
+    engine: str = "jax",
     backend: str = "numba",
     float32: bool = False,
     seed: int = 0,
@@ -251,8 +323,16 @@ def fit(
         KL weight: maximises ``E_q[log p(D|w)] - beta * KL(q || prior)``.
     mc_samples : int
         Monte Carlo draws of q per gradient step (more: less noisy, slower).
+    engine : {"jax", "pymc"}
+        ``"jax"``: :mod:`inference.engine`, the whole loop compiled to JAX
+        (fast; minibatches are epochs of a random permutation).
+        ``"pymc"``: the reference, PyMC's own ``KLqp`` step compiled by
+        pytensor's ``backend`` and called once per step (minibatches drawn
+        with replacement by ``pm.Minibatch``). Both optimise the same
+        objective from the same initial parameters.
     backend : {"numba", "c", "jax"}
-        pytensor backend that compiles the step function.
+        pytensor backend of the ``"pymc"`` engine (the ``"jax"`` engine
+        always runs in JAX).
     float32 : bool
         Fit in single precision.
     seed : int
@@ -265,15 +345,17 @@ def fit(
         the end, atomically.
     resume : path, optional
         Continue from a checkpoint written by a fit of the same model (and
-        data shapes), method and optimisation settings; the backend may
-        differ. ``steps`` is the total, so the fit runs the remaining ones.
-        The Monte Carlo and minibatch streams restart from ``(seed, step)``,
-        so a resumed fit is reproducible but not bit-identical to an
-        uninterrupted one.
+        data shapes), engine, method and optimisation settings; the
+        ``"pymc"`` engine's backend may differ. ``steps`` is the total, so
+        the fit runs the remaining ones. The ``"jax"`` engine continues
+        exactly as an uninterrupted fit would; the ``"pymc"`` engine restarts
+        its Monte Carlo and minibatch streams from ``(seed, step)``
+        (reproducible, not bit-identical).
 
     Returns
     -------
     FitResult
+        Its ELBO trace is at the full-data scale for both engines.
 
     Raises
     ------
@@ -284,16 +366,22 @@ def fit(
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer!r}; valid: {', '.join(OPTIMIZERS)}")
+    valid = OPTIMIZERS if engine == "pymc" else engine_mod.OPTIMIZERS
+    if optimizer not in valid:
+        raise ValueError(f"unknown optimizer {optimizer!r} for engine {engine!r}; "
+                         f"valid: {', '.join(valid)}")
     if steps < 1 or mc_samples < 1:
         raise ValueError(f"steps and mc_samples must be >= 1, got {steps} and {mc_samples}")
     if not (init_std > 0 and learning_rate > 0 and beta > 0):
         raise ValueError("init_std, learning_rate and beta must be positive")
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+    if batch_size is not None:
+        _check_batches(model, data, batch_size)
 
     with precision(float32):
         dtype = pytensor.config.floatX
@@ -305,49 +393,68 @@ def fit(
             )
         saved = ckpt.load(resume) if resume else None
         done = int(saved.attrs["steps_done"]) if saved is not None else 0
-        # A resumed fit draws fresh Monte Carlo noise and minibatches, seeded by (seed, step).
-        stream = seed if not done else int(np.random.default_rng([seed, done]).integers(2**30))
-        t0 = time.perf_counter()
-        inference, step_fn = build_step(
-            model, method=method, optimizer=optimizer, learning_rate=learning_rate,
-            batch_size=batch_size, data=data, init_std=init_std, beta=beta,
-            mc_samples=mc_samples, backend=backend, seed=seed, stream=stream,
-        )
-        group = inference.approx.groups[0]
         config = dict(
-            method=method, steps=steps, optimizer=optimizer, learning_rate=learning_rate,
-            batch_size=batch_size, init_std=init_std, beta=beta, mc_samples=mc_samples,
-            backend=backend, float32=float32, seed=seed, resumed_at=done,
+            engine=engine, method=method, steps=steps, optimizer=optimizer,
+            learning_rate=learning_rate, batch_size=batch_size, init_std=init_std, beta=beta,
+            mc_samples=mc_samples, backend=backend if engine == "pymc" else "jax",
+            float32=float32, seed=seed, resumed_at=done,
         )
-        state = FitState.of(step_fn, group, model, {k: config[k] for k in CHECKPOINT_SETTINGS})
+        settings = dict(method=method, optimizer=optimizer, learning_rate=learning_rate,
+                        batch_size=batch_size, data=data, init_std=init_std, beta=beta,
+                        mc_samples=mc_samples, seed=seed)
+        t0 = time.perf_counter()
+        if engine == "pymc":
+            # A resumed fit draws fresh Monte Carlo noise and minibatches, seeded by (seed, step).
+            stream = seed if not done else int(np.random.default_rng([seed, done]).integers(2**30))
+            run = _PymcSteps(model, stream=stream, backend=backend, **settings)
+        else:
+            run = _JaxSteps(model, **settings)
+        state = FitState.of(run.arrays, run.load, run.group, model,
+                            {k: config[k] for k in CHECKPOINT_SETTINGS})
         hist, seconds_before = np.empty(0), 0.0
         if saved is not None:
             hist, seconds_before = state.restore(saved, resume, steps=steps)
         elbo = np.full(steps, np.nan)
         elbo[:done] = hist
-        first_step = None
-        with _progress(progressbar) as progress, _inputs_on_device(step_fn, backend):
+        first_step, i = None, done
+        with _progress(progressbar) as progress, run.device():
             task = progress.add_task("ADVI", total=steps, completed=done, elbo="")
-            for i in range(done, steps):
-                loss = float(step_fn())
-                if not np.isfinite(loss):
-                    raise NonFiniteLossError(f"ELBO is {-loss} at step {i + 1}")
-                elbo[i] = -loss
+            while i < steps:
+                n = 1 if first_step is None else min(run.chunk, steps - i)
+                if checkpoint is not None:  # stop at every checkpoint boundary
+                    n = min(n, checkpoint_every - i % checkpoint_every)
+                trace = run.advance(i, n)
+                bad = np.flatnonzero(~np.isfinite(trace))
+                if bad.size:
+                    raise NonFiniteLossError(f"ELBO is {trace[bad[0]]} at step {i + bad[0] + 1}")
+                elbo[i : i + n] = trace
+                i += n
                 if first_step is None:
-                    first_step = time.perf_counter()
-                if checkpoint is not None and ((i + 1) % checkpoint_every == 0 or i + 1 == steps):
-                    state.save(checkpoint, elbo[: i + 1], seconds_before + time.perf_counter() - t0)
-                if (i + 1) % 10 == 0 or i + 1 == steps:
-                    recent = elbo[max(0, i - 99) : i + 1]
-                    progress.update(task, completed=i + 1, elbo=f"ELBO {recent.mean():,.5g}")
+                    first_step, first_done = time.perf_counter(), i
+                if checkpoint is not None and (i % checkpoint_every == 0 or i == steps):
+                    state.save(checkpoint, elbo[:i], seconds_before + time.perf_counter() - t0)
+                recent = elbo[max(0, i - 100) : i]
+                progress.update(task, completed=i, elbo=f"ELBO {recent.mean():,.5g}")
         end = time.perf_counter()
+        approx = run.finish()
 
-    for p in inference.approx.params:  # the JAX backend can leave device arrays behind
-        p.set_value(np.asarray(p.get_value()))
     ran = steps - done
     return FitResult(
-        approx=inference.approx, model=model, elbo=elbo, method=method, backend=backend,
+        approx=approx, model=model, elbo=elbo, method=method, backend=config["backend"],
         seconds=seconds_before + end - t0,
         compile_seconds=(first_step if ran else end) - t0, config=config,
-        _timed=(max(ran - 1, 0), end - first_step if ran else 0.0),
+        _timed=(steps - first_done, end - first_step) if ran else (0, 0.0),
     )
+
+
+def _check_batches(model: pm.Model, data: tuple[str, ...], batch_size: int) -> None:
+    """The minibatched containers exist, share their length, and hold at least one batch."""
+    missing = [name for name in data if name not in model.named_vars]
+    if missing:
+        raise ValueError(f"no data container {', '.join(missing)} in the model")
+    lengths = {name: model[name].get_value().shape[0] for name in data}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"minibatch containers differ in length: {lengths}")
+    n = lengths[data[0]]
+    if not 1 <= batch_size <= n:
+        raise ValueError(f"batch_size must be in 1..{n}, got {batch_size}")

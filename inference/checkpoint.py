@@ -1,15 +1,17 @@
 """Checkpoints of an ADVI fit: everything its step function updates, as netCDF.
 
 A checkpoint holds the variational parameters, the optimizer's state (Adam's
-moments and step count), the ELBO trace and the wall time so far, plus a
+moments and step count) of either engine, the ELBO trace and the wall time so far, plus a
 signature of the fit: every variable's name and shape, the data's shapes, the
-family, each state array's shape and the optimisation settings (optimizer,
+family, each state array's shape and the optimisation settings (engine, optimizer,
 learning rate, batch size, KL weight, Monte Carlo draws, seed). Resuming
 restores the arrays and checks the signature, so a checkpoint of another
 architecture or other settings is refused instead of half-loaded.
-Random generators are not stored: :func:`inference.fit` re-seeds a resumed
-fit from ``(seed, step)`` (under the JAX backend the compiled function keeps
-its own copy of the generators, so they must be seeded before compiling).
+Random generators are not stored: the JAX engine derives each step's noise
+from ``(seed, step)`` anyway, and :func:`inference.fit` re-seeds the PyMC
+engine from ``(seed, step)`` (under pytensor's JAX backend the compiled
+function keeps its own copy of the generators, so they must be seeded before
+compiling).
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import xarray as xr
 
 from inference.io import atomic_write
 
-FORMAT = "bnn-zoo-advi-checkpoint/1"
+FORMAT = "bnn-zoo-advi-checkpoint/2"  # 2: either engine's state
 
 
 class CheckpointError(ValueError):
@@ -32,29 +35,30 @@ class CheckpointError(ValueError):
 
 @dataclass
 class FitState:
-    """The shared variables a compiled ADVI step function updates."""
+    """Everything a fit's steps update (parameters and optimizer state), as a list of arrays."""
 
-    arrays: list  # SharedVariables holding numeric arrays, in the step function's order
+    get: Callable[[], list[np.ndarray]]
+    set: Callable[[list[np.ndarray]], None]
     signature: str
 
     @classmethod
-    def of(cls, step_fn, group, model, settings: dict) -> "FitState":
-        updated = [i.variable for i in step_fn.maker.inputs if i.update is not None]
-        arrays = [v for v in updated if isinstance(v.get_value(), np.ndarray)]
+    def of(cls, get, set, group, model, settings: dict) -> "FitState":
+        """``get``/``set`` read and replace the state arrays; the signature comes from the rest."""
+        arrays = [np.asarray(a) for a in get()]
         signature = {
             "family": type(group).__name__,
             "variables": [[name, list(shape)] for name, _, shape, _ in group.ordering.values()],
             "data": [[v.name, list(v.get_value().shape)] for v in model.data_vars],
-            "state": [[v.name or "", list(v.get_value().shape), str(v.get_value().dtype)] for v in arrays],
+            "state": [[list(a.shape), str(a.dtype)] for a in arrays],
             "settings": settings,
         }
-        return cls(arrays, json.dumps(signature, sort_keys=True))
+        return cls(get, set, json.dumps(signature, sort_keys=True))
 
     def save(self, path, elbo: np.ndarray, seconds: float) -> Path:
         """Write the current state atomically (a reader never sees half a file)."""
         data = {
             f"state_{i}": (tuple(f"state_{i}_{j}" for j in range(np.ndim(a))), np.asarray(a))
-            for i, a in enumerate(v.get_value() for v in self.arrays)
+            for i, a in enumerate(self.get())
         }
         data["elbo"] = ("step", np.asarray(elbo, dtype="float64"))
         attrs = {"format": FORMAT, "signature": self.signature, "steps_done": len(elbo), "seconds": seconds}
@@ -71,8 +75,7 @@ class FitState:
         done = int(ds.attrs["steps_done"])
         if done > steps:
             raise CheckpointError(f"checkpoint {path} has {done} steps, more than the {steps} asked for")
-        for i, v in enumerate(self.arrays):
-            v.set_value(ds[f"state_{i}"].values.astype(v.get_value().dtype))
+        self.set([ds[f"state_{i}"].values for i in range(len(json.loads(self.signature)["state"]))])
         return ds["elbo"].values, float(ds.attrs["seconds"])
 
 

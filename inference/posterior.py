@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import arviz as az
+import jax
 import numpy as np
 import pymc as pm
-import pytensor
-from pymc.pytensorf import resolve_backend_compile_kwargs
 from xarray import DataTree
 
+from inference import engine
 from inference.advi import FitResult
 
 
@@ -44,20 +44,35 @@ def _q_factor(result: FitResult) -> tuple[np.ndarray, np.ndarray]:
     return mu, L
 
 
-def _compile(model: pm.Model, outputs: list, backend: str):
-    """A function of the unconstrained value variables, in the fit's backend."""
-    value_vars = model.value_vars
-    outputs = model.replace_rvs_by_values(outputs)
-    kwargs = resolve_backend_compile_kwargs(backend, None)
-    return pytensor.function(value_vars, outputs, on_unused_input="ignore", **kwargs)
+def _evaluator(result: FitResult, outputs: tuple[str, ...]):
+    """A jitted ``f(Z, *data) -> list of arrays (draws, ...)``: model ``outputs`` at each row of ``Z``.
+
+    ``outputs`` names model variables, or ``"logp"`` for the joint log
+    density (Jacobian included). Compiled once per fit and output set, and
+    kept on the result. Draws are evaluated one after the other
+    (``lax.map``), which bounds the memory a large network's activations take.
+    """
+    key = ("evaluator", outputs)
+    if key not in result.cache:
+        model = result.model
+        graph = [model.logp(jacobian=True) if name == "logp" else model[name] for name in outputs]
+        density = result.cache.get("density")
+        if density is None:
+            density = result.cache["density"] = engine.log_density(
+                model, result.approx.groups[0].ordering)
+        fn = engine.model_function(model, graph)
+
+        @jax.jit
+        def evaluate(Z, *data):
+            return jax.lax.map(lambda z: fn(density.unflatten(z), *data), Z)
+
+        result.cache[key] = evaluate
+    return result.cache[key]
 
 
-def _as_point(model: pm.Model, result: FitResult, z: np.ndarray) -> list[np.ndarray]:
-    ordering = result.approx.groups[0].ordering
-    return [
-        z[ordering[v.name][1]].reshape(ordering[v.name][2]).astype(v.dtype)
-        for v in model.value_vars
-    ]
+def _data(model: pm.Model, **replace) -> list[np.ndarray]:
+    """The model's data containers' values, with ``replace`` for some of them."""
+    return [np.asarray(replace.get(v.name, v.get_value())) for v in model.data_vars]
 
 
 def draw(result: FitResult, n: int = 500, seed: int = 0, *, log_p: bool = True) -> Draws:
@@ -80,39 +95,29 @@ def draw(result: FitResult, n: int = 500, seed: int = 0, *, log_p: bool = True) 
         log_det = np.sum(np.log(np.abs(np.diag(factor))))
     log_q = -0.5 * np.sum(eps**2, axis=1) - log_det - 0.5 * mu.size * np.log(2 * np.pi)
 
-    free = model.free_RVs
-    outputs = [model.logp(jacobian=True)] if log_p else []
-    fn = _compile(model, [*outputs, *free], result.backend)
-    log_ps = np.full(n, np.nan)
-    values = {rv.name: [] for rv in free}
-    for i in range(n):
-        out = fn(*_as_point(model, result, z[i]))
-        if log_p:
-            log_ps[i], out = out[0], out[1:]
-        for rv, v in zip(free, out):
-            values[rv.name].append(np.asarray(v))
-    posterior = {k: np.stack(v) for k, v in values.items()}
-    return Draws(z=z, log_q=log_q, log_p=log_ps, posterior=posterior)
+    names = tuple(rv.name for rv in model.free_RVs)
+    outputs = (("logp",) if log_p else ()) + names
+    values = _evaluator(result, outputs)(z.astype(model.value_vars[0].dtype), *_data(model))
+    values = [np.asarray(v) for v in values]
+    log_ps = values.pop(0).astype("float64") if log_p else np.full(n, np.nan)
+    return Draws(z=z, log_q=log_q, log_p=log_ps, posterior=dict(zip(names, values)))
 
 
-def predict_proba(result: FitResult, draws: Draws, X: np.ndarray, chunk: int = 20_000) -> np.ndarray:
+def predict_proba(result: FitResult, draws: Draws, X: np.ndarray, chunk: int = 2048) -> np.ndarray:
     """Class probabilities ``p`` of each draw at inputs ``X``: array (draws, n, classes).
 
-    Temporarily swaps ``X`` into the model's ``pm.Data("X")``; the training
-    inputs are restored afterwards.
+    ``X`` goes through in chunks of ``chunk`` rows, the last one padded, so
+    that one compiled function serves every call.
     """
     model = result.model
-    X_data = model["X"]
-    X_train = X_data.get_value()
-    fn = _compile(model, [model["p"]], result.backend)
-    points = [_as_point(model, result, z) for z in draws.z]
+    X = np.asarray(X, dtype=model["X"].dtype)
+    evaluate = _evaluator(result, ("p",))
+    z = draws.z.astype(model.value_vars[0].dtype)
     parts = []
-    try:
-        for start in range(0, len(X), chunk):
-            X_data.set_value(np.asarray(X[start : start + chunk], dtype=X_train.dtype))
-            parts.append(np.stack([fn(*pt)[0] for pt in points]))
-    finally:
-        X_data.set_value(X_train)
+    for start in range(0, len(X), chunk):
+        block = X[start : start + chunk]
+        padded = np.concatenate([block, np.repeat(block[-1:], chunk - len(block), axis=0)])
+        parts.append(np.asarray(evaluate(z, *_data(model, X=padded))[0])[:, : len(block)])
     return np.concatenate(parts, axis=1).astype("float64")
 
 

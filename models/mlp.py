@@ -40,6 +40,7 @@ def mlp_classifier(
     prior_params: dict | None = None,
     hyperprior_params: dict | None = None,
     feature_names: Sequence[str] | None = None,
+    total_size: int | None = None,
 ) -> pm.Model:
     """Build the hierarchical BNN classifier.
 
@@ -62,6 +63,9 @@ def mlp_classifier(
         Overrides of the registry's default parameters.
     feature_names : sequence of str, optional
         Coordinate labels of the input features.
+    total_size : int, optional
+        Size of the full training set when ``X`` is one minibatch (the
+        likelihood is scaled by ``total_size / len(X)``); default ``len(X)``.
 
     Returns
     -------
@@ -77,6 +81,8 @@ def mlp_classifier(
         raise ValueError(f"X must be (n, d) and y (n,), got {X.shape} and {y.shape}")
     if activation not in ACTIVATIONS:
         raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}")
+    if total_size is not None and total_size < len(X):
+        raise ValueError(f"total_size must be >= len(X) = {len(X)}, got {total_size}")
     if any(int(h) < 1 for h in hidden):
         raise ValueError(f"hidden layer sizes must be >= 1, got {tuple(hidden)}")
     n_classes = int(y.max()) + 1 if n_classes is None else int(n_classes)
@@ -107,5 +113,5 @@ def mlp_classifier(
         p = pm.Deterministic("p", pt.special.softmax(h, axis=-1), dims=("obs", "class"))
         # total_size keeps the likelihood at full-data scale when fit() swaps
         # the data for minibatches; with the full data the factor is 1.
-        pm.Categorical("y_obs", p=p, observed=y_data, dims="obs", total_size=n)
+        pm.Categorical("y_obs", p=p, observed=y_data, dims="obs", total_size=total_size or n)
     return model

@@ -12,7 +12,7 @@ from jax import lax
 import data.mnist
 from experiments import mnist_cnn
 from inference import fit, precision
-from inference.posterior import _compile
+from inference.engine import model_function
 from models.cnn import cnn_classifier
 
 # A small network: CI fits a few steps of it, never the full-size one on full MNIST.
@@ -54,8 +54,8 @@ def test_forward_pass_matches_a_jax_cnn():
     rng = np.random.default_rng(1)
     point = {v.name: rng.normal(size=tuple(model[v.name.removesuffix("_log__")].shape.eval()))
              for v in model.value_vars}
-    fn = _compile(model, [model["p"]], "jax")
-    p = fn(*[point[v.name] for v in model.value_vars])[0]
+    fn = model_function(model, [model["p"]])  # what predictions and the engine evaluate
+    p = fn([point[v.name] for v in model.value_vars], *[v.get_value() for v in model.data_vars])[0]
 
     def conv_tanh_pool(h, W, b):
         h = lax.conv_general_dilated(h, W, (1, 1), "VALID", dimension_numbers=("NCHW", "HWIO", "NCHW"))

@@ -1,0 +1,252 @@
+"""ADVI step time: this project's JAX engine against pm.fit, NumPyro SVI and a deterministic step.
+
+    python -m benchmarks.advi_speed --model {mlp400,cnn} [--steps 200] [--json FILE]
+                                    [--batch-size 128] [--blocks 5] [--data-dir DIR]
+
+One process, float32, MNIST, batch 128, mean-field Gaussian q, Adam, one
+Monte Carlo draw per step, N(0, 1) priors on every weight and bias. All four
+see the same minibatches: the rows the engine draws on the device
+(:func:`inference.engine.batch_indices`), gathered from device-resident data
+inside each jitted step (for pm.fit, copied into its ``pm.Data`` containers
+by ``set_value``, which is how ``pm.fit`` takes minibatches from NumPy).
+
+- ``engine``: :class:`inference.engine.JaxFit`, what ``inference.fit`` runs
+  (``engine="jax"``): the PyMC model compiled to JAX, many steps per call.
+- ``pymc_fit``: PyMC's own ADVI step (``KLqp`` on ``MeanField``, what
+  ``pm.fit(method="advi", backend="jax")`` iterates), one Python call per step.
+- ``numpyro``: NumPyro SVI, ``AutoNormal`` guide, ``Trace_ELBO``, the same
+  architecture written in JAX, ``jax.jit(svi.update)`` once per step.
+- ``deterministic``: the same network trained by plain cross-entropy with
+  optax Adam, ``jax.jit`` once per step: the floor for one forward and one
+  backward pass.
+
+The models: ``mlp400`` is 784-400-400-10 with ReLU; ``cnn`` is seed 004's
+conv(32, 5x5)-pool-conv(32, 5x5)-pool-64-10 with tanh, NCHW. Timings are the
+median ms/step over ``--blocks`` interleaved blocks (each engine runs a block
+in turn, so all see the same machine state) after a warm-up that compiles.
+Prints a table and the ratios; ``--json`` writes ``engine_ms``,
+``pymc_fit_ms``, ``numpyro_ms``, ``deterministic_ms`` and the set-up.
+NumPyro comes with the ``bench`` extra: ``pip install -e '.[bench]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+
+from data import mnist
+from inference import precision
+from inference.advi import _family, build_step, initial_params
+from inference.engine import JaxFit, batch_indices
+from inference.io import write_json
+from models import mlp_classifier
+from models.cnn import cnn_classifier
+
+LR, INIT_STD, SEED = 1e-3, 1e-3, 0
+CONV = ("NCHW", "HWIO", "NCHW")
+
+
+def shapes(model: str) -> list[tuple]:
+    """Weight and bias shapes, in the zoo's layout (dense (in, out), conv HWIO)."""
+    if model == "mlp400":
+        return [(784, 400), (400,), (400, 400), (400,), (400, 10), (10,)]
+    return [(5, 5, 1, 32), (32,), (5, 5, 32, 32), (32,), (512, 64), (64,), (64, 10), (10,)]
+
+
+def logits(model: str, params: list, x):
+    """The network in plain JAX (for NumPyro and the deterministic step)."""
+    params = [w.astype(x.dtype) for w in params]  # NumPyro's set-up traces in float64
+    if model == "mlp400":
+        h = x.reshape(len(x), -1)
+        for W, b in zip(params[0:-2:2], params[1:-2:2]):
+            h = jax.nn.relu(h @ W + b)
+        return h @ params[-2] + params[-1]
+    h = x
+    for W, b in zip(params[0:4:2], params[1:4:2]):
+        h = jnp.tanh(lax.conv_general_dilated(h, W, (1, 1), "VALID", dimension_numbers=CONV)
+                     + b[None, :, None, None])
+        h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+    h = jnp.tanh(h.reshape(len(x), -1) @ params[4] + params[5])
+    return h @ params[6] + params[7]
+
+
+def deterministic(model: str, X, y):
+    """A jitted cross-entropy + Adam step on rows ``idx`` of the device data."""
+    rng = np.random.default_rng(SEED)
+    params = [jnp.asarray(rng.normal(0, 1 / np.sqrt(np.prod(s[:-1])) if len(s) > 1 else 0, s),
+                          jnp.float32) for s in shapes(model)]
+    opt = optax.adam(LR)
+
+    def loss(p, idx):
+        logp = jax.nn.log_softmax(logits(model, p, X[idx]))
+        return -jnp.mean(jnp.take_along_axis(logp, y[idx][:, None], axis=1))
+
+    @jax.jit
+    def step(state, idx):
+        p, s = state
+        value, g = jax.value_and_grad(loss)(p, idx)
+        updates, s = opt.update(g, s, p)
+        return (optax.apply_updates(p, updates), s), value
+
+    return step, (params, opt.init(params))
+
+
+def numpyro_svi(model: str, X, y, n: int):
+    """A jitted NumPyro SVI step (AutoNormal, Trace_ELBO, Adam) on rows ``idx``."""
+    try:
+        import numpyro
+        import numpyro.distributions as dist
+        from numpyro.infer import SVI, Trace_ELBO
+        from numpyro.infer.autoguide import AutoNormal
+    except ImportError:
+        sys.exit("python -m benchmarks.advi_speed: error: NumPyro is not installed; "
+                 "pip install -e '.[bench]'")
+
+    def bnn(x, labels):
+        params = [numpyro.sample(f"w{i}", dist.Normal(jnp.zeros(s, jnp.float32),
+                                                      jnp.ones(s, jnp.float32)).to_event(len(s)))
+                  for i, s in enumerate(shapes(model))]
+        # The batch's log likelihood scaled to the full data, as total_size does in PyMC
+        # (a subsampled plate would draw its own batches instead of the shared ones).
+        with numpyro.handlers.scale(scale=n / len(x)), numpyro.plate("data", len(x)):
+            numpyro.sample("y", dist.Categorical(logits=logits(model, params, x)), obs=labels)
+
+    rng = np.random.default_rng(SEED)
+    init = {f"w{i}": jnp.asarray(rng.normal(0, 1 / np.sqrt(np.prod(s[:-1])) if len(s) > 1 else 0, s),
+                                 jnp.float32) for i, s in enumerate(shapes(model))}
+    # A float32 init_scale: a Python float makes the scales float64 (pytensor turns on x64).
+    guide = AutoNormal(bnn, init_loc_fn=numpyro.infer.init_to_value(values=init),
+                       init_scale=np.float32(INIT_STD))
+    svi = SVI(bnn, guide, numpyro.optim.Adam(LR), Trace_ELBO())
+    state = svi.init(jax.random.key(SEED), X[:2], y[:2])
+    dtypes = {str(a.dtype) for a in jax.tree_util.tree_leaves(svi.get_params(state))}
+    if dtypes != {"float32"}:
+        sys.exit(f"python -m benchmarks.advi_speed: error: NumPyro parameters are {dtypes}")
+
+    @jax.jit
+    def step(state, idx):
+        return svi.update(state, X[idx], y[idx])
+
+    return step, state
+
+
+def zoo_model(model: str, X, y, total_size: int):
+    if model == "mlp400":
+        return mlp_classifier(X.reshape(len(X), -1), y, hidden=(400, 400), n_classes=10,
+                              activation="relu", prior="normal", hyperprior="fixed",
+                              total_size=total_size)
+    return cnn_classifier(X, y, prior="normal", hyperprior="fixed", total_size=total_size)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.advi_speed",
+                                description=__doc__.splitlines()[0])
+    p.add_argument("--model", choices=("mlp400", "cnn"), required=True)
+    p.add_argument("--steps", type=int, default=200, help="timed steps of each, in blocks")
+    p.add_argument("--blocks", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--data-dir", type=Path, default=None)
+    p.add_argument("--json", type=Path, default=None, help="write the results here")
+    args = p.parse_args(argv)
+    if args.steps < args.blocks or args.blocks < 1:
+        p.error("--steps must be >= --blocks >= 1")
+
+    data = mnist.load(args.data_dir)
+    X_host = data.X_train if args.model == "cnn" else data.flat(data.X_train)
+    n, B = len(X_host), args.batch_size
+    warmup, per_block = 3, args.steps // args.blocks
+    total = warmup + per_block * args.blocks
+    rows = batch_indices(SEED, n, B, total)  # the engine's own minibatches, step by step
+    X, y = jax.device_put(X_host), jax.device_put(data.y_train.astype(np.int32))
+
+    setup = {}
+    t0 = time.perf_counter()
+    with precision(True):
+        # The engine fits the model on the whole training set, drawing its own batches.
+        full = zoo_model(args.model, X_host, data.y_train, n)
+        group = _family("advi")(model=full, random_seed=SEED).groups[0]
+        engine = JaxFit(full, group, initial_params(group, full, "advi", INIT_STD, SEED),
+                        method="advi", optimizer="adam", learning_rate=LR, batch_size=B,
+                        data=("X", "y"), beta=1.0, mc_samples=1, seed=SEED, dtype="float32")
+        # PyMC's step sees one batch at a time through its pm.Data containers.
+        one = zoo_model(args.model, X_host[rows[0]], data.y_train[rows[0]], n)
+        _, pymc_step = build_step(one, learning_rate=LR, init_std=INIT_STD, backend="jax", seed=SEED)
+    setup["build"] = time.perf_counter() - t0
+    y_dtype = one["y"].get_value().dtype  # pm.Data keeps small labels in a narrow dtype
+    det_step, det_state = deterministic(args.model, X, y)
+    svi_step, svi_state = numpyro_svi(args.model, X, y, n)
+
+    def run_engine(t, k):
+        return engine.advance(t, k)[-1]
+
+    def run_pymc(t, k):
+        for i in range(t, t + k):
+            one["X"].set_value(X_host[rows[i]])
+            one["y"].set_value(data.y_train[rows[i]].astype(y_dtype))
+            value = float(pymc_step())
+        return value
+
+    def run_numpyro(t, k):
+        nonlocal svi_state
+        for i in range(t, t + k):
+            svi_state, value = svi_step(svi_state, rows[i])
+        return float(value)  # waits for the device
+
+    def run_det(t, k):
+        nonlocal det_state
+        for i in range(t, t + k):
+            det_state, value = det_step(det_state, rows[i])
+        return float(value)
+
+    runners = {"engine": run_engine, "pymc_fit": run_pymc, "numpyro": run_numpyro,
+               "deterministic": run_det}
+    for name, run in runners.items():  # compile and warm up
+        t0 = time.perf_counter()
+        run(0, warmup)
+        setup[name] = time.perf_counter() - t0
+    timings = {name: [] for name in runners}
+    for block in range(args.blocks):
+        start = warmup + block * per_block
+        for name, run in runners.items():
+            t0 = time.perf_counter()
+            last = run(start, per_block)
+            timings[name].append(1e3 * (time.perf_counter() - t0) / per_block)
+            if not np.isfinite(last):
+                sys.exit(f"python -m benchmarks.advi_speed: error: {name} loss is {last}")
+    ms = {name: float(np.median(t)) for name, t in timings.items()}
+
+    device = jax.devices()[0]
+    machine = f"{platform.processor() or platform.machine()}, {device.platform} ({device.device_kind})"
+    print(f"{args.model}, MNIST batch {B}, float32, mean-field, Adam; {machine}; "
+          f"{args.blocks} interleaved blocks x {per_block} steps, median")
+    print(f"{'':16s} {'set-up s':>9s} {'ms/step':>8s} {'x deterministic':>16s}")
+    for name in runners:
+        print(f"{name:16s} {setup[name]:9.2f} {ms[name]:8.2f} {ms[name] / ms['deterministic']:16.2f}")
+    ratios = {"engine_vs_numpyro": ms["engine"] / ms["numpyro"],
+              "engine_vs_deterministic": ms["engine"] / ms["deterministic"],
+              "engine_vs_pymc_fit": ms["engine"] / ms["pymc_fit"]}
+    print("engine / numpyro {engine_vs_numpyro:.2f}, engine / deterministic "
+          "{engine_vs_deterministic:.2f}, engine / pymc_fit {engine_vs_pymc_fit:.2f}".format(**ratios))
+    if args.json:
+        write_json(args.json, {
+            **{f"{name}_ms": ms[name] for name in runners}, **ratios,
+            "blocks_ms": timings, "setup_seconds": setup, "model": args.model,
+            "steps": per_block * args.blocks, "batch_size": B, "dtype": "float32",
+            "device": machine, "cpu_count": __import__("os").cpu_count(),
+            "jax": jax.__version__,
+        })
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

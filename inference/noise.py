@@ -1,0 +1,65 @@
+"""Standard normal noise for the JAX engine: Threefry-2x32 in counter mode, written to vectorise.
+
+``jax.random.normal`` uses the same generator (Threefry-2x32, 20 rounds;
+Salmon et al. 2011), but on CPU JAX lowers it as a rolled loop that XLA does
+not vectorise. Measured on a 2-core AMD EPYC for 478,410 float32 normals
+(the MLP 784-400-400-10's weights): ``jax.random.normal`` 6-8 ms, against
+about 3.5 ms for a whole deterministic training step of that MLP. Here
+the 20 rounds are written out as plain ``jnp`` integer ops, which XLA fuses
+into one vectorised loop (under 1 ms for the random bits).
+
+Each number is the first output word of ``threefry2x32(key, (counter,
+step))``: ``counter`` runs over the elements (offset per variable and per
+Monte Carlo sample) and ``step`` is the optimisation step, so every (element,
+step) pair gets its own block. The word's top 23 bits make a uniform on
+(-1, 1), mapped to N(0, 1) by ``sqrt(2) * erfinv(u)`` as in
+``jax.random.normal`` (in float32, then cast to the fit's dtype).
+:func:`threefry2x32` reproduces
+``jax.extend.random.threefry_2x32`` bit for bit (tested).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+_PARITY = 0x1BD11BDA
+_PAD = 1024  # sizes are padded to a multiple of this: XLA left odd-sized loops unvectorised
+
+
+def _rotl(x, r: int):
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def threefry2x32(k0, k1, x0, x1):
+    """Threefry-2x32 with 20 rounds on uint32 arrays ``x0, x1`` under the key ``(k0, k1)``."""
+    ks = (k0, k1, k0 ^ k1 ^ np.uint32(_PARITY))
+    x0, x1 = x0 + ks[0], x1 + ks[1]
+    for i in range(5):
+        for r in _ROTATIONS[i % 2]:
+            x0 = x0 + x1
+            x1 = _rotl(x1, r) ^ x0
+        x0 = x0 + ks[(i + 1) % 3]
+        x1 = x1 + ks[(i + 2) % 3] + np.uint32(i + 1)
+    return x0, x1
+
+
+def key_words(key) -> jax.Array:
+    """The two uint32 key words of the noise stream of a JAX threefry ``key``."""
+    return jax.random.key_data(jax.random.fold_in(key, 0)).astype(jnp.uint32)
+
+
+def normal(words, step, offset: int, shape: tuple, dtype) -> jax.Array:
+    """N(0, 1) draws of ``shape`` for ``step``, from counters ``offset, offset + 1, ...``."""
+    size = int(np.prod(shape, dtype=np.int64))
+    padded = -(-size // _PAD) * _PAD
+    counter = jnp.arange(padded, dtype=jnp.uint32) + np.uint32(offset)
+    step = jnp.full((padded,), step, dtype=jnp.uint32)
+    bits, _ = threefry2x32(words[0], words[1], counter, step)
+    # Top 23 bits as the mantissa of a float in [1, 2), then to [-1, 1) and away from -1.
+    one_two = jax.lax.bitcast_convert_type((bits >> np.uint32(9)) | np.uint32(0x3F800000), jnp.float32)
+    u = jnp.maximum(2.0 * (one_two - 1.0) - 1.0, np.nextafter(np.float32(-1), np.float32(0)))
+    z = np.float32(np.sqrt(2)) * jax.scipy.special.erfinv(u)
+    return z[:size].reshape(shape).astype(dtype)
