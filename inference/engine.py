@@ -59,18 +59,20 @@ LOOP_BELOW_FLOPS = 1e7  # steps cheaper than this run in the compiled loop (see 
 
 
 @dataclass
-class LogDensity:
-    """A model's log prior and minibatch log likelihood as one JAX function.
+class Layout:
+    """Where each value variable sits in q's flat vector: ``(name, slice, shape, dtype)`` each."""
 
-    ``fn(values, *data) -> (log_prior, log_lik)``: ``values`` is a list of
-    arrays, one per value variable in :attr:`slots` order (the unconstrained
-    space, Jacobians included in ``log_prior``); ``data`` one array per
-    container of ``model.data_vars``; ``log_lik`` is scaled to the full data
-    by the observed variables' ``total_size``.
-    """
+    slots: list
 
-    fn: Callable
-    slots: list  # (name, slice in the flat vector, shape, dtype) per value variable
+    @classmethod
+    def of(cls, model: pm.Model, ordering) -> "Layout":
+        """From a PyMC approximation group's ``ordering``, in ``model.value_vars`` order."""
+        return cls([(v.name, ordering[v.name][1], tuple(ordering[v.name][2]), v.dtype)
+                    for v in model.value_vars])
+
+    @property
+    def dim(self) -> int:
+        return sum(int(np.prod(shape)) for _, _, shape, _ in self.slots)
 
     def unflatten(self, z) -> list:
         """The flat vector ``z`` as one array per value variable.
@@ -82,6 +84,21 @@ class LogDensity:
         cuts = [slc.stop for _, slc, _, _ in self.slots[:-1]]
         return [part.reshape(shape).astype(dtype)
                 for part, (_, _, shape, dtype) in zip(jnp.split(z, cuts), self.slots)]
+
+
+@dataclass
+class LogDensity:
+    """A model's log prior and minibatch log likelihood as one JAX function.
+
+    ``fn(values, *data) -> (log_prior, log_lik)``: ``values`` is a list of
+    arrays, one per value variable in ``layout`` order (the unconstrained
+    space, Jacobians included in ``log_prior``); ``data`` one array per
+    container of ``model.data_vars``; ``log_lik`` is scaled to the full data
+    by the observed variables' ``total_size``.
+    """
+
+    fn: Callable
+    layout: Layout
 
 
 def jaxify(inputs: list, outputs: list) -> Callable:
@@ -125,9 +142,8 @@ def log_density(model: pm.Model, ordering) -> LogDensity:
     ``ordering`` is a PyMC approximation group's ordering (name -> slice and
     shape of each value variable in the flat vector of q).
     """
-    slots = [(v.name, ordering[v.name][1], tuple(ordering[v.name][2]), v.dtype)
-             for v in model.value_vars]
-    return LogDensity(fn=model_function(model, [model.varlogp, model.datalogp]), slots=slots)
+    return LogDensity(fn=model_function(model, [model.varlogp, model.datalogp]),
+                      layout=Layout.of(model, ordering))
 
 
 # --- the variational families ------------------------------------------------
@@ -204,7 +220,7 @@ class Problem:
 
     @property
     def dim(self) -> int:
-        return sum(int(np.prod(shape)) for _, _, shape, _ in self.density.slots)
+        return self.density.layout.dim
 
     def elbo(self, params, words, step, batch):
         """(loss for the gradient, ELBO estimate at full-data scale) of one step."""
@@ -215,7 +231,7 @@ class Problem:
             # a step 4x slower.
             eps = jax.lax.optimization_barrier(noise.normal(words, step, s * d, (d,), self.dtype))
             z, log_det = FAMILIES[self.method](params, eps)
-            log_prior, log_lik = self.density.fn(self.density.unflatten(z), *batch)
+            log_prior, log_lik = self.density.fn(self.density.layout.unflatten(z), *batch)
             total = total + log_lik + self.beta * log_prior
         entropy = log_det + 0.5 * self.dim * (1.0 + np.log(2 * np.pi))
         elbo = total / self.mc_samples + self.beta * entropy
@@ -329,8 +345,8 @@ class JaxFit:
 
     def advance(self, start: int, n: int) -> np.ndarray:
         """Run steps ``start .. start + n - 1``; returns their ELBO estimates."""
-        perm = self.epoch_permutation(self.key, start)
         if self.in_loop is None:
+            perm = self.epoch_permutation(self.key, start)
             cost = self.step.lower(self.params, self.opt_state, self.key, start, perm).cost_analysis()
             self.in_loop = (cost or {}).get("flops", np.inf) < LOOP_BELOW_FLOPS
         if self.in_loop:
@@ -341,7 +357,7 @@ class JaxFit:
                     self.params, self.opt_state, self.key, first, k)
                 trace.append(part[:k])
             return np.asarray(jnp.concatenate(trace), dtype="float64")
-        elbos = []
+        perm, elbos = self.epoch_permutation(self.key, start), []
         for t in range(start, start + n):
             self.params, self.opt_state, perm, elbo = self.step(
                 self.params, self.opt_state, self.key, t, perm)

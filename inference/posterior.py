@@ -56,15 +56,12 @@ def _evaluator(result: FitResult, outputs: tuple[str, ...]):
     if key not in result.cache:
         model = result.model
         graph = [model.logp(jacobian=True) if name == "logp" else model[name] for name in outputs]
-        density = result.cache.get("density")
-        if density is None:
-            density = result.cache["density"] = engine.log_density(
-                model, result.approx.groups[0].ordering)
+        layout = engine.Layout.of(model, result.approx.groups[0].ordering)
         fn = engine.model_function(model, graph)
 
         @jax.jit
         def evaluate(Z, *data):
-            return jax.lax.map(lambda z: fn(density.unflatten(z), *data), Z)
+            return jax.lax.map(lambda z: fn(layout.unflatten(z), *data), Z)
 
         result.cache[key] = evaluate
     return result.cache[key]
