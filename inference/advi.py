@@ -47,7 +47,8 @@ OPTIMIZERS = {
 
 
 # Settings a resumed fit must share with its checkpoint (the backend may change).
-CHECKPOINT_SETTINGS = ("engine", "optimizer", "learning_rate", "batch_size", "beta", "mc_samples", "seed")
+CHECKPOINT_SETTINGS = ("engine", "optimizer", "learning_rate", "batch_size", "beta", "kl_weighting",
+                       "mc_samples", "seed")
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -288,6 +289,7 @@ def fit(
     data: tuple[str, ...] = ("X", "y"),
     init_std: float = 0.01,
     beta: float = 1.0,
+    kl_weighting: str = "constant",
     mc_samples: int = 1,
     engine: str = "jax",
     backend: str = "numba",
@@ -321,6 +323,12 @@ def fit(
         hierarchical scales collapse to a near-linear fit where 0.01 did not.
     beta : float
         KL weight: maximises ``E_q[log p(D|w)] - beta * KL(q || prior)``.
+    kl_weighting : {"constant", "blundell"}
+        How the KL part is spread over the minibatches of an epoch:
+        ``"constant"``, equally (PyMC's ``1 / M``); ``"blundell"``, minibatch
+        ``i`` of ``M`` gets ``2^(M-i) / (2^M - 1)`` (Blundell et al. 2015;
+        needs ``batch_size`` and the ``"jax"`` engine). The reported ELBO is
+        the same either way.
     mc_samples : int
         Monte Carlo draws of q per gradient step (more: less noisy, slower).
     engine : {"jax", "pymc"}
@@ -380,6 +388,12 @@ def fit(
         raise ValueError("init_std, learning_rate and beta must be positive")
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+    if kl_weighting not in engine_mod.KL_WEIGHTINGS:
+        raise ValueError(f"unknown kl_weighting {kl_weighting!r}; "
+                         f"valid: {', '.join(engine_mod.KL_WEIGHTINGS)}")
+    if kl_weighting != "constant" and (engine != "jax" or batch_size is None):
+        raise ValueError(f"kl_weighting={kl_weighting!r} needs minibatches (batch_size) and "
+                         "the 'jax' engine")
     if batch_size is not None:
         _check_batches(model, data, batch_size)
 
@@ -396,6 +410,7 @@ def fit(
         config = dict(
             engine=engine, method=method, steps=steps, optimizer=optimizer,
             learning_rate=learning_rate, batch_size=batch_size, init_std=init_std, beta=beta,
+            kl_weighting=kl_weighting,
             mc_samples=mc_samples, backend=backend if engine == "pymc" else "jax",
             float32=float32, seed=seed, resumed_at=done,
         )
@@ -408,7 +423,7 @@ def fit(
             stream = seed if not done else int(np.random.default_rng([seed, done]).integers(2**30))
             run = _PymcSteps(model, stream=stream, backend=backend, **settings)
         else:
-            run = _JaxSteps(model, **settings)
+            run = _JaxSteps(model, kl_weighting=kl_weighting, **settings)
         state = FitState.of(run.arrays, run.load, run.group, model,
                             {k: config[k] for k in CHECKPOINT_SETTINGS})
         hist, seconds_before = np.empty(0), 0.0

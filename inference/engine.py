@@ -23,6 +23,9 @@ Minibatches are drawn without replacement: each epoch of
 (the remainder is skipped). The noise of step ``t`` and the permutation of
 epoch ``e`` are derived from ``(seed, t)`` and ``(seed, e)``, so a fit
 resumed from a checkpoint continues exactly where it stopped.
+
+The KL part may be re-weighted per minibatch (``kl_weighting="blundell"``,
+Blundell et al. 2015): see :func:`kl_weights`.
 """
 
 from __future__ import annotations
@@ -207,6 +210,7 @@ class Problem:
     beta: float
     mc_samples: int
     dtype: str  # floatX of the fit
+    kl_weighting: str = "constant"  # or "blundell" (see kl_weights)
 
     @property
     def n(self) -> int:
@@ -222,9 +226,13 @@ class Problem:
     def dim(self) -> int:
         return self.density.layout.dim
 
-    def elbo(self, params, words, step, batch):
-        """(loss for the gradient, ELBO estimate at full-data scale) of one step."""
-        d, total = self.dim, 0.0
+    def elbo(self, params, words, step, batch, kl_scale=1.0):
+        """(loss for the gradient, ELBO estimate at full-data scale) of one step.
+
+        The loss weights the KL part (log prior and entropy) by an extra
+        ``kl_scale`` (Blundell's re-weighting); the ELBO estimate does not.
+        """
+        d, total_lik, total_prior = self.dim, 0.0, 0.0
         for s in range(self.mc_samples):
             # The barrier keeps XLA from fusing the generator into every consumer of
             # the draw (each variable's slice, the gradient): on a toy BNN that made
@@ -232,10 +240,38 @@ class Problem:
             eps = jax.lax.optimization_barrier(noise.normal(words, step, s * d, (d,), self.dtype))
             z, log_det = FAMILIES[self.method](params, eps)
             log_prior, log_lik = self.density.fn(self.density.layout.unflatten(z), *batch)
-            total = total + log_lik + self.beta * log_prior
+            total_lik, total_prior = total_lik + log_lik, total_prior + log_prior
         entropy = log_det + 0.5 * self.dim * (1.0 + np.log(2 * np.pi))
-        elbo = total / self.mc_samples + self.beta * entropy
-        return -elbo / self.scale, elbo
+        log_lik, log_prior = total_lik / self.mc_samples, total_prior / self.mc_samples
+        kl_part = self.beta * (log_prior + entropy)
+        elbo = log_lik + kl_part
+        return -(log_lik + kl_scale * kl_part) / self.scale, elbo
+
+
+KL_WEIGHTINGS = ("constant", "blundell")
+
+
+def kl_weights(kind: str, per_epoch: int, dtype="float64"):
+    """``kl_scale(position)``: the extra weight of the KL part at a minibatch's position in its epoch.
+
+    PyMC's minibatch loss gives the KL part ``1 / M`` of its weight in each of
+    the ``M`` minibatches of an epoch. ``"constant"`` keeps that (scale 1).
+    ``"blundell"`` gives minibatch ``i = position + 1`` the weight
+    ``pi_i = 2^(M-i) / (2^M - 1)`` instead (Blundell et al. 2015, eq. 9): most
+    of the KL in the first minibatches, the data later. The weights still sum
+    to one over an epoch, so an epoch's expected objective is unchanged.
+    """
+    if kind not in KL_WEIGHTINGS:
+        raise ValueError(f"unknown kl_weighting {kind!r}; valid: {', '.join(KL_WEIGHTINGS)}")
+    if kind == "constant":
+        return lambda position: jnp.asarray(1.0, dtype)
+    # pi_i * M, written with 2^-i so that nothing overflows for large M.
+    norm = per_epoch / -np.expm1(-per_epoch * np.log(2.0))
+
+    def scale(position):
+        return jnp.asarray(norm, dtype) * jnp.exp2(-(position + 1).astype(dtype))
+
+    return scale
 
 
 def _permutation(key, epoch, n):
@@ -257,17 +293,18 @@ def make_runner(problem: Problem, chunk: int = CHUNK):
     n_data = problem.n
     per_epoch = n_data // B if B else 1
     grad = jax.value_and_grad(problem.elbo, has_aux=True)
+    kl_scale = kl_weights(problem.kl_weighting, per_epoch, problem.dtype)
 
     def one_step(t, params, opt_state, words, perm_key, perm):
+        pos = t % per_epoch
         if B:
-            pos = t % per_epoch
             perm = jax.lax.cond(pos == 0, lambda: _permutation(perm_key, t // per_epoch, n_data),
                                 lambda: perm)
             idx = jax.lax.dynamic_slice(perm, (pos * B,), (B,))
             batch = tuple(jnp.take(d, idx, axis=0) if cut else d for d, cut in zip(data, sliced))
         else:
             batch = data
-        (_, elbo), grads = grad(params, words, t, batch)
+        (_, elbo), grads = grad(params, words, t, batch, kl_scale(pos))
         updates, opt_state = problem.optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, perm, elbo
 
@@ -327,7 +364,7 @@ class JaxFit:
 
     def __init__(self, model: pm.Model, group, init: dict, *, method: str, optimizer: str,
                  learning_rate: float, batch_size: int | None, data: tuple[str, ...], beta: float,
-                 mc_samples: int, seed: int, dtype: str):
+                 mc_samples: int, seed: int, dtype: str, kl_weighting: str = "constant"):
         containers = list(model.data_vars)
         self.problem = Problem(
             density=log_density(model, group.ordering), method=method,
@@ -335,6 +372,7 @@ class JaxFit:
             data=tuple(jax.device_put(c.get_value()) for c in containers),
             sliced=tuple(batch_size is not None and c.name in data for c in containers),
             batch_size=batch_size, beta=beta, mc_samples=mc_samples, dtype=dtype,
+            kl_weighting=kl_weighting,
         )
         self.params = {k: jnp.asarray(v, dtype) for k, v in init.items()}
         self.opt_state = self.problem.optimizer.init(self.params)

@@ -75,6 +75,23 @@ def cauchy(name, scale, dims):
     return pm.Cauchy(name, alpha=0.0, beta=scale, dims=dims)
 
 
+@weight_prior("scale_mixture")
+def scale_mixture(name, scale, dims, *, pi=0.5, sigma1=1.0, sigma2=float(np.exp(-6))):
+    """Blundell et al.'s (2015) scale mixture ``pi N(0, s1^2) + (1 - pi) N(0, s2^2)``.
+
+    ``s1 = scale * sigma1`` and ``s2 = scale * sigma2``: with the ``fixed``
+    hyperprior (scale 1) this is the paper's prior, a broad component and a
+    spike near zero; a hyperprior scales both components together.
+    """
+    if not (0 < pi < 1 and sigma1 > 0 and sigma2 > 0):
+        raise ValueError(f"scale_mixture needs 0 < pi < 1 and positive sigmas, got pi={pi}, "
+                         f"sigma1={sigma1}, sigma2={sigma2}")
+    floatX = pytensor.config.floatX
+    sigmas = pt.stack([pt.as_tensor(sigma1), pt.as_tensor(sigma2)]).astype(floatX) * scale
+    return pm.NormalMixture(name, w=np.array([pi, 1 - pi], dtype=floatX),
+                            mu=np.zeros(2, dtype=floatX), sigma=sigmas, dims=dims)
+
+
 @weight_prior("flat", uses_scale=False)
 def flat(name, scale, dims):
     """Improper flat prior: maximum-likelihood-like; has no scale."""

@@ -108,6 +108,40 @@ def test_minibatches_are_scaled_to_the_full_data(engine):
     assert abs(q_sd - sd) < 0.1 * sd
 
 
+def test_blundell_kl_weighting_reaches_the_same_posterior():
+    # The per-minibatch KL weights sum to one over an epoch, so the fixed point is
+    # the posterior; only the path there changes.
+    model, y = conjugate_model(n=400)
+    mean, sd = analytic_posterior(y)
+    settings = dict(batch_size=40, data=("y",), **PRECISE)
+    blundell = fit(model, kl_weighting="blundell", **settings)
+    q_mean, q_sd = q_mean_sd(blundell)
+    assert abs(q_mean - mean) < 0.2 * sd
+    assert abs(q_sd - sd) < 0.1 * sd
+    constant = fit(model, **settings)
+    # Same q and noise at the first step: the reported ELBO does not depend on the
+    # weighting, the gradient does.
+    assert blundell.elbo[0] == constant.elbo[0]
+    assert not np.array_equal(blundell.elbo[1:50], constant.elbo[1:50])
+    assert blundell.config["kl_weighting"] == "blundell"
+
+
+def test_blundell_weights_halve_and_sum_to_one_per_epoch():
+    import jax.numpy as jnp
+
+    from inference.engine import kl_weights
+
+    for M, dtype in [(10, "float64"), (390, "float32")]:  # 390: MNIST's 50,000 / 128
+        scale = kl_weights("blundell", M, dtype)
+        w = np.array([float(scale(jnp.asarray(i))) for i in range(M)]) / M  # pi_i
+        assert np.isfinite(w).all() and w.sum() == pytest.approx(1.0, rel=1e-6)
+        assert w[0] == pytest.approx(2.0 ** (M - 1) / (2.0**M - 1), rel=1e-6)
+        np.testing.assert_allclose(w[1:10] / w[:9], 0.5, rtol=1e-6)
+    assert float(kl_weights("constant", 10)(jnp.asarray(3))) == 1.0
+    with pytest.raises(ValueError, match="unknown kl_weighting 'linear'"):
+        kl_weights("linear", 10)
+
+
 @ENGINES
 def test_fit_is_reproducible_given_the_seed(engine):
     model, _ = conjugate_model()
@@ -154,6 +188,12 @@ def test_bad_arguments_are_named():
         fit(model, steps=1, mc_samples=0)
     with pytest.raises(ValueError, match="batch_size must be in 1..50"):
         fit(model, steps=1, batch_size=51, data=("y",))
+    with pytest.raises(ValueError, match="unknown kl_weighting 'linear'; valid: constant, blundell"):
+        fit(model, steps=1, kl_weighting="linear")
+    with pytest.raises(ValueError, match="'blundell' needs minibatches"):
+        fit(model, steps=1, kl_weighting="blundell")
+    with pytest.raises(ValueError, match="'blundell' needs minibatches"):
+        fit(model, steps=1, batch_size=5, data=("y",), kl_weighting="blundell", engine="pymc")
 
 
 def toy_model(seed=0):

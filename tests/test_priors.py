@@ -33,6 +33,23 @@ def test_weight_prior_log_density_matches_scipy(name, scipy_dist, scale):
     np.testing.assert_allclose(_logp(rv, POINTS), scipy_dist(scale).logpdf(POINTS), **TOL)
 
 
+@pytest.mark.parametrize("scale", [1.0, 0.5])
+def test_scale_mixture_is_blundells_prior(scale):
+    assert defaults("scale_mixture") == {"pi": 0.5, "sigma1": 1.0, "sigma2": np.exp(-6)}
+    with pm.Model():
+        rv = get_weight_prior("scale_mixture")("w", scale, None)
+    s1, s2 = scale * 1.0, scale * np.exp(-6)
+    points = np.append(POINTS, [1e-3, -4e-3])  # inside the spike too
+    expected = np.log(0.5 * st.norm(0, s1).pdf(points) + 0.5 * st.norm(0, s2).pdf(points))
+    np.testing.assert_allclose(_logp(rv, points), expected, rtol=1e-7)
+    with pm.Model():
+        rv = get_weight_prior("scale_mixture", pi=0.25, sigma2=0.1)("w", 1.0, None)
+    expected = np.log(0.25 * st.norm(0, 1).pdf(POINTS) + 0.75 * st.norm(0, 0.1).pdf(POINTS))
+    np.testing.assert_allclose(_logp(rv, POINTS), expected, rtol=1e-7)
+    with pm.Model(), pytest.raises(ValueError, match="0 < pi < 1"):
+        get_weight_prior("scale_mixture", pi=1.0)("w", 1.0, None)
+
+
 def test_flat_prior_is_constant():
     with pm.Model():
         rv = get_weight_prior("flat")("w", None, None)
