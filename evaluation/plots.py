@@ -105,6 +105,57 @@ def forest(path, idatas: dict, var_names: list[str]) -> None:
     _save(plt.gcf(), path)
 
 
+def snr_distribution(path, snr, fractions, title: str = "") -> None:
+    """Seed 001 Fig. 2: density and CDF of the weights' signal-to-noise (dB), pruning cut-offs marked.
+
+    ``snr`` is ``|mu| / sigma`` per weight; ``fractions`` the shares pruned
+    (each drawn at its quantile of ``snr``). Blundell et al. plot
+    ``10 log10(snr)``.
+    """
+    db = 10 * np.log10(np.clip(np.asarray(snr, dtype="float64"), 1e-12, None))
+    colors = plt.cm.viridis(np.linspace(0.1, 0.9, max(len(fractions), 1)))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.5, 6), sharex=True)
+    top.hist(db, bins=200, density=True, color="0.4")
+    top.set_ylabel("density")
+    order = np.sort(db)
+    bottom.plot(order, np.arange(1, order.size + 1) / order.size, color="0.2")
+    bottom.set_ylabel("cumulative share of weights")
+    bottom.set_xlabel("signal-to-noise ratio 10 log10(|mu| / sigma) (dB)")
+    for fraction, color in zip(fractions, colors):
+        cut = np.quantile(db, fraction)
+        for ax in (top, bottom):
+            ax.axvline(cut, color=color, lw=1.2, label=f"{fraction:.0%} pruned" if ax is top else None)
+    top.legend(fontsize=8)
+    if title:
+        top.set_title(title)
+    _save(fig, path)
+
+
+def pruned_weights(path, mu, masks: dict, title: str = "") -> None:
+    """Seed 001 Fig. 3: histograms of the posterior-mean weights left by each pruning method.
+
+    ``masks`` maps a method name to ``{fraction: keep mask}``; one panel per
+    method, one histogram per fraction (0 is the unpruned network).
+    """
+    mu = np.asarray(mu, dtype="float64")
+    edges = np.linspace(*np.quantile(mu, [0.0005, 0.9995]), 161)
+    fig, axes = plt.subplots(1, len(masks), figsize=(5.2 * len(masks), 3.8), sharey=True,
+                             squeeze=False)
+    for ax, (method, by_fraction) in zip(axes[0], masks.items()):
+        colors = plt.cm.viridis(np.linspace(0.1, 0.9, len(by_fraction)))
+        for (fraction, keep), color in zip(by_fraction.items(), colors):
+            ax.hist(mu[keep], bins=edges, histtype="step", color="k" if fraction == 0 else color,
+                    lw=1.1, label=f"{fraction:.0%} pruned")
+        ax.set_yscale("log")
+        ax.set_title(f"{method.replace('_', '-')} pruning")
+        ax.set_xlabel("posterior mean of the weight")
+    axes[0, 0].set_ylabel("weights kept (log scale)")
+    axes[0, -1].legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    _save(fig, path)
+
+
 def variance_vs_error(path, expected_error, variance, correct) -> None:
     """Seed 004 Fig. 4: predictive variance against expected error rate, one point per image."""
     fig, ax = plt.subplots(figsize=(6, 4.5))
@@ -174,4 +225,65 @@ def elbo_trace(path, elbo, steps_per_epoch: int) -> None:
         ax.set_ylim(lo - 0.1 * abs(lo), None)
     ax.set_xlabel("epoch")
     ax.set_ylabel("ELBO (minibatch estimate)")
+    _save(fig, path)
+
+
+def regression_sweep(path, x_train, y_train, x_grid, truth, panels: list[dict], data_range,
+                     title: str = "", extra_truth=None) -> None:
+    """Seed 000 Figs. 3-4: one panel per KL weight of a 1-D regression fit.
+
+    Each panel shows the training data, the truth, the posterior predictive
+    mean, a +/-2 sd band of the network output over posterior draws
+    (epistemic uncertainty) and the 95% posterior predictive interval
+    (observation noise included, dotted). The data range is shaded.
+    ``panels`` are dicts with ``label`` (panel title), ``mean``, ``sd``,
+    ``lo`` and ``hi`` on ``x_grid``. ``extra_truth`` is an optional
+    ``(curve, label)`` drawn dashed.
+    """
+    n = len(panels)
+    cols = min(n, 3)
+    rows = -(-n // cols)
+    # The legend takes a free slot of the last row, or a column of its own.
+    legend_column = rows * cols == n
+    widths = [1.0] * cols + ([0.8] if legend_column else [])
+    fig, axes = plt.subplots(rows, len(widths), figsize=(4.6 * sum(widths), 3.5 * rows),
+                             sharex=True, sharey=True, squeeze=False,
+                             gridspec_kw={"width_ratios": widths})
+    spare = [*axes[:, cols:].ravel(), *axes[:, :cols].ravel()[n:]]
+    axes = axes[:, :cols]
+    y_all = np.concatenate([np.asarray(y_train), np.asarray(truth)])
+    pad = 0.25 * (y_all.max() - y_all.min())
+    ylim = (y_all.min() - pad, y_all.max() + pad)
+    for ax, panel in zip(axes.ravel(), panels):
+        ax.axvspan(*data_range, color="0.92", zorder=0)
+        ax.scatter(x_train, y_train, s=4, color="0.45", alpha=0.5, linewidths=0, zorder=1,
+                   label="training data")
+        ax.fill_between(x_grid, panel["mean"] - 2 * panel["sd"], panel["mean"] + 2 * panel["sd"],
+                        color="tab:blue", alpha=0.3, linewidth=0, zorder=2,
+                        label="mean $\\pm$ 2 sd (network output)")
+        ax.plot(x_grid, panel["lo"], ":", color="tab:blue", lw=1.2, zorder=3,
+                label="95% predictive interval (with noise)")
+        ax.plot(x_grid, panel["hi"], ":", color="tab:blue", lw=1.2, zorder=3)
+        ax.plot(x_grid, truth, color="k", lw=1.3, zorder=4, label="truth $E[y\\,|\\,x]$")
+        if extra_truth is not None:
+            ax.plot(x_grid, extra_truth[0], "--", color="k", lw=0.8, zorder=4, label=extra_truth[1])
+        ax.plot(x_grid, panel["mean"], color="tab:red", lw=1.5, zorder=5,
+                label="posterior predictive mean")
+        ax.set_title(panel["label"], fontsize=9.5)
+        ax.set_ylim(*ylim)
+        ax.set_xlim(x_grid.min(), x_grid.max())
+    for ax in axes.ravel()[n - cols:n]:
+        ax.set_xlabel("x")
+        ax.xaxis.set_tick_params(labelbottom=True)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("y")
+    handles, labels = axes.ravel()[0].get_legend_handles_labels()
+    handles.append(plt.Rectangle((0, 0), 1, 1, color="0.92"))
+    labels.append("data range")
+    for ax in spare:
+        ax.axis("off")
+    spare[0].legend(handles, labels, loc="center", fontsize=9, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11 if cols > 1 else 9.5)
+    fig.tight_layout()
     _save(fig, path)

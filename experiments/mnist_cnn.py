@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import shutil
 import sys
 import time
@@ -23,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from data import mnist
-from experiments.cli import Parser, positive_float, positive_int, run_dir
+from experiments.cli import (Parser, UsageError, check_writable, checkpoints, positive_float,
+                             positive_int, run_dir)
 from evaluation import plots
 from evaluation.metrics import all_metrics, per_input_uncertainty, reliability_table
 from inference import BACKENDS, ENGINES, CheckpointError, NonFiniteLossError, draw, fit, precision
@@ -88,25 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _checkpoint_paths(target: Path) -> tuple[Path, Path]:
-    """Where a running fit checkpoints, and where a finished run keeps its final state."""
-    return target.parent / f"{target.name}.checkpoint.nc", target / "variational.nc"
-
-
 # Run settings copied into metrics.json.
 RECORDED = ("prior", "hyperprior", "epochs", "batch_size", "lr", "beta", "init_std", "samples",
             "engine", "backend", "seed", "normalize", "limit_train", "channels", "dense")
-
-
-class UsageError(ValueError):
-    """A bad combination of arguments, found after parsing."""
-
-
-def _check_writable(path: Path, flag: str) -> None:
-    """``path`` is, or can be created as, a writable folder."""
-    existing = next(p for p in (path, *path.parents) if p.exists())
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag} {path}: {existing} is not a writable folder")
 
 
 def run(args) -> dict:
@@ -118,16 +102,10 @@ def run(args) -> dict:
     if args.batch_size > len(X_train):
         raise UsageError(f"--batch-size {args.batch_size} is larger than the training set "
                          f"({len(X_train)} images)")
-    _check_writable(args.out, "--out")
-    _check_writable(args.figures, "--figures")
+    check_writable(args.out, "--out")
+    check_writable(args.figures, "--figures")
     target = run_dir(args.out, DATASET, args.prior, args.hyperprior, args.seed)
-    running, finished = _checkpoint_paths(target)
-    resume = None
-    if args.resume:
-        resume = running if running.is_file() else finished if finished.is_file() else None
-        if resume is None:
-            raise UsageError(f"--resume: no checkpoint to resume from ({running} and {finished} "
-                             "are absent)")
+    running, resume = checkpoints(target, args.resume)
     steps_per_epoch = math.ceil(len(X_train) / args.batch_size)
 
     with precision(True):

@@ -2,7 +2,7 @@
 
 from inference.advi import BACKENDS, ENGINES, METHODS, FitResult, NonFiniteLossError, fit, precision
 from inference.checkpoint import CheckpointError
-from inference.posterior import Draws, draw, loo, predict_proba, to_datatree
+from inference.posterior import Draws, draw, loo, predict, predict_proba, to_datatree
 
 __all__ = [
     "BACKENDS",
@@ -16,6 +16,7 @@ __all__ = [
     "fit",
     "loo",
     "precision",
+    "predict",
     "predict_proba",
     "to_datatree",
 ]

@@ -31,7 +31,7 @@ class Draws:
     posterior: dict[str, np.ndarray]  # constrained free variables, each (n, *shape)
 
 
-def _q_factor(result: FitResult) -> tuple[np.ndarray, np.ndarray]:
+def q_factor(result: FitResult) -> tuple[np.ndarray, np.ndarray]:
     """Mean and lower-triangular (or diagonal, as a vector) factor of q."""
     params = result.approx.groups[0].params_dict
     mu = np.asarray(params["mu"].get_value(), dtype="float64")
@@ -82,7 +82,7 @@ def draw(result: FitResult, n: int = 500, seed: int = 0, *, log_p: bool = True) 
     """
     model = result.model
     rng = np.random.default_rng(seed)
-    mu, factor = _q_factor(result)
+    mu, factor = q_factor(result)
     eps = rng.standard_normal((n, mu.size))
     if factor.ndim == 1:
         z = mu + eps * factor
@@ -100,15 +100,26 @@ def draw(result: FitResult, n: int = 500, seed: int = 0, *, log_p: bool = True) 
     return Draws(z=z, log_q=log_q, log_p=log_ps, posterior=dict(zip(names, values)))
 
 
-def predict_proba(result: FitResult, draws: Draws, X: np.ndarray, chunk: int = 2048) -> np.ndarray:
-    """Class probabilities ``p`` of each draw at inputs ``X``: array (draws, n, classes).
+def predict(result: FitResult, draws: Draws, X: np.ndarray, var: str = "p",
+            chunk: int = 2048) -> np.ndarray:
+    """Model variable ``var`` of each draw at inputs ``X``: array (draws, n, ...).
 
-    ``X`` goes through in chunks of ``chunk`` rows, the last one padded, so
-    that one compiled function serves every call.
+    ``var`` is any variable of the model whose first axis (after the draws)
+    runs over the rows of ``X``: ``"p"`` (class probabilities) of
+    :func:`models.mlp_classifier`, ``"mu"`` (the regression function) of
+    :func:`models.mlp_regressor`. ``X`` goes through in chunks of ``chunk``
+    rows, the last one padded, so that one compiled function serves every
+    call; the model's data containers are not changed. Returns float64.
     """
     model = result.model
+    if var not in model.named_vars:
+        raise ValueError(f"model has no variable {var!r}")
+    if not chunk >= 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
     X = np.asarray(X, dtype=model["X"].dtype)
-    evaluate = _evaluator(result, ("p",))
+    if len(X) == 0:
+        raise ValueError("X has no rows")
+    evaluate = _evaluator(result, (var,))
     z = draws.z.astype(model.value_vars[0].dtype)
     parts = []
     for start in range(0, len(X), chunk):
@@ -116,6 +127,14 @@ def predict_proba(result: FitResult, draws: Draws, X: np.ndarray, chunk: int = 2
         padded = np.concatenate([block, np.repeat(block[-1:], chunk - len(block), axis=0)])
         parts.append(np.asarray(evaluate(z, *_data(model, X=padded))[0])[:, : len(block)])
     return np.concatenate(parts, axis=1).astype("float64")
+
+
+def predict_proba(result: FitResult, draws: Draws, X: np.ndarray, chunk: int = 2048) -> np.ndarray:
+    """Class probabilities ``p`` of each draw at inputs ``X``: array (draws, n, classes).
+
+    :func:`predict` of ``"p"``.
+    """
+    return predict(result, draws, X, var="p", chunk=chunk)
 
 
 def log_likelihood(proba: np.ndarray, y: np.ndarray) -> np.ndarray:

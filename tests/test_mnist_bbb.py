@@ -1,0 +1,115 @@
+"""Bayes by Backprop on MNIST MLPs: pruning helpers and the experiment script on the MNIST fixture."""
+
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import data.mnist
+from evaluation.pruning import FRACTIONS, cutoff, keep_mask, prune_table
+from experiments import mnist_bbb
+
+QUICK = ["--epochs", "2", "--batch-size", "50", "--samples", "3", "--no-progress"]
+
+
+def test_keep_mask_removes_the_lowest_scores_exactly():
+    score = np.array([5.0, 1.0, 3.0, 1.0, 4.0, 0.5, 2.0, 6.0])
+    np.testing.assert_array_equal(keep_mask(score, 0.0), np.ones(8, bool))
+    np.testing.assert_array_equal(keep_mask(score, 0.5), score > 2.0)
+    keep = keep_mask(score, 0.25)  # two removed: 0.5 and the first of the tied 1.0s
+    np.testing.assert_array_equal(np.flatnonzero(~keep), [1, 5])
+    assert cutoff(score, 0.5) == pytest.approx(np.median(score))
+    with pytest.raises(ValueError, match=r"fraction must be in \[0, 1\)"):
+        keep_mask(score, 1.0)
+
+
+def test_prune_table_ranks_by_signal_to_noise_or_magnitude():
+    # Weight 0 is large but uncertain, weight 1 small but certain: the two
+    # methods disagree about which to drop first.
+    mu, sd = np.array([3.0, 0.5, 2.0, 1.0]), np.array([10.0, 0.01, 1.0, 1.0])
+    removed = []
+
+    def test_error(w):
+        removed.append(np.flatnonzero(w == 0).tolist())
+        return float(np.sum(w == 0)) / 4
+
+    table = prune_table(mu, sd, test_error, fractions=(0.0, 0.25, 0.5))
+    assert list(table.columns) == ["fraction", "method", "n_weights_kept", "test_error"]
+    assert table["n_weights_kept"].tolist() == [4, 3, 2, 4, 3, 2]
+    assert table["test_error"].tolist() == [0.0, 0.25, 0.5] * 2
+    assert removed == [[], [0], [0, 3], [], [1], [1, 3]]  # snr first, then naive
+    with pytest.raises(ValueError, match="unknown pruning method random"):
+        prune_table(mu, sd, test_error, methods=("random",))
+
+
+@pytest.fixture
+def data_copy(monkeypatch, mnist_tiny_dir, tiny_checksums, tmp_path):
+    monkeypatch.setattr(data.mnist, "CHECKSUMS", tiny_checksums)
+    shutil.copytree(mnist_tiny_dir, tmp_path / "mnist")
+    return tmp_path / "mnist"
+
+
+def run(tmp_path, *extra):
+    argv = ["--data-dir", str(tmp_path / "mnist"), *QUICK, "--out", str(tmp_path / "out"),
+            "--figures", str(tmp_path / "fig"), *extra]
+    return mnist_bbb.main(argv)
+
+
+def test_script_writes_metrics_pruning_table_and_figures(data_copy, tmp_path, capsys):
+    assert run(tmp_path, "--prior", "scale_mixture", "--prune") == 0
+    target = tmp_path / "out" / "mnist_bbb_2x400" / "scale_mixture-fixed-s0"
+    m = json.loads((target / "metrics.json").read_text())
+    for key in ("test_error", "test_error_mean_weights", "val_error", "nll", "ece", "brier",
+                "epochs", "fit_seconds", "ms_per_step", "kl_weighting", "normalize"):
+        assert key in m, key
+    assert m["n_train"] == 500 and m["steps"] == 2 * (500 // 50) and m["epochs"] == 2
+    assert m["n_weights"] == 784 * 400 + 400 + 400 * 400 + 400 + 400 * 10 + 10
+    assert m["kl_weighting"] == "blundell" and m["normalize"] == "126"
+    assert 0 <= m["test_error"] < 0.9  # it learned something in 20 steps
+
+    table = pd.read_csv(target / "pruning.csv")
+    assert list(table.columns) == ["fraction", "method", "n_weights_kept", "test_error"]
+    assert sorted(set(table["method"])) == ["naive", "signal_to_noise"]
+    assert table["fraction"].tolist() == list(FRACTIONS) * 2
+    kept = table[table.method == "signal_to_noise"]["n_weights_kept"].to_numpy()
+    np.testing.assert_array_equal(kept, [m["n_weights"] - round(f * m["n_weights"]) for f in FRACTIONS])
+    # Nothing pruned: the posterior-mean network.
+    assert (table[table.fraction == 0]["test_error"] == m["test_error_mean_weights"]).all()
+    assert set(m["snr_cutoffs_db"]) == {"0.25", "0.5", "0.75", "0.95", "0.98"}
+    figures = sorted(p.name for p in (tmp_path / "fig" / "mnist_bbb_2x400").iterdir())
+    assert figures == [f"{f}_scale_mixture-fixed.png" for f in
+                       ("elbo", "pruned_weights", "reliability", "snr")]
+    assert (target / "variational.nc").is_file() and (target / "reliability.csv").is_file()
+    assert "test error" in capsys.readouterr().out
+
+
+def test_gaussian_prior_scale_and_constant_weighting(data_copy, tmp_path):
+    assert run(tmp_path, "--kl-weighting", "constant", "--prior-scale", "0.5",
+               "--normalize", "255", "--limit-train", "200") == 0
+    m = json.loads((tmp_path / "out" / "mnist_bbb_2x400" / "gaussian-fixed-s0" / "metrics.json")
+                   .read_text())
+    assert m["prior_scale"] == 0.5 and m["kl_weighting"] == "constant" and m["n_train"] == 200
+    assert not (tmp_path / "out" / "mnist_bbb_2x400" / "gaussian-fixed-s0" / "pruning.csv").exists()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--hidden", "500"], "--hidden: invalid choice: 500"),
+    (["--kl-weighting", "linear"], "--kl-weighting: invalid choice: 'linear'"),
+    (["--normalize", "100"], "--normalize: invalid choice: '100'"),
+    (["--prior", "gamma"], "--prior: invalid choice: 'gamma'"),
+    (["--beta", "0"], "--beta: must be positive"),
+    (["--batch-size", "501"], "larger than the training set (500 images)"),
+    (["--hyperprior", "halfnormal", "--prior-scale", "2"], "--prior-scale needs --hyperprior fixed"),
+    (["--resume"], "no checkpoint to resume from"),
+])
+def test_bad_arguments_exit_2_with_one_line_and_write_nothing(data_copy, tmp_path, capsys, extra,
+                                                              message):
+    try:
+        code = run(tmp_path, *extra)
+    except SystemExit as exit_:  # argparse
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists() and not (tmp_path / "fig").exists()
