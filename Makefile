@@ -1,6 +1,8 @@
 # `make demo`: set up .venv and fit the default hierarchical BNN on moons.
 # `make test`: set up .venv and run the test suite (what .ci/run calls).
 # `make mnist`: the Bayesian CNN on MNIST (about 20 min on 2 cores; MNIST_DIR or a download).
+# `make bbb`: Bayes by Backprop, 2x400 MLP on MNIST, with pruning (see README for the times).
+# `make regression`: the two 1-D regression experiments with their beta sweep.
 # PYTHON may be set to any Python >= 3.12; otherwise the first found is used.
 SHELL := /bin/bash
 VENV := .venv
@@ -8,7 +10,7 @@ PYTHON ?= $(shell for p in python3.12 python3.13 python3 \
 	$$HOME/.pyenv/versions/3.12*/bin/python3 $$HOME/.pyenv/versions/3.13*/bin/python3; do \
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; break; }; done)
 
-.PHONY: demo test all-priors mnist clean
+.PHONY: demo test all-priors mnist bbb regression clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: no Python >= 3.12 found; set PYTHON=/path/to/python3.12" >&2; exit 2; }
@@ -29,6 +31,12 @@ all-priors: $(VENV)/.installed
 
 mnist: $(VENV)/.installed
 	$(VENV)/bin/python -m experiments.mnist_cnn
+
+bbb: $(VENV)/.installed
+	$(VENV)/bin/python -m experiments.mnist_bbb --prune
+
+regression: $(VENV)/.installed
+	$(VENV)/bin/python -m experiments.regression
 
 clean:
 	rm -rf $(VENV) results

@@ -1,6 +1,6 @@
 """Priors, hyperpriors and Bayesian neural-network model builders."""
 
-from models.mlp import mlp_classifier
+from models.mlp import mlp_classifier, mlp_regressor
 from models.priors import (
     HYPERPRIORS,
     WEIGHT_PRIORS,
@@ -17,5 +17,6 @@ __all__ = [
     "get_weight_prior",
     "hyperprior",
     "mlp_classifier",
+    "mlp_regressor",
     "weight_prior",
 ]

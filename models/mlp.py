@@ -8,6 +8,10 @@ same builder serves 10-class MNIST).
 
 Inputs live in ``pm.Data("X")`` and labels in ``pm.Data("y")`` so the model
 predicts on new points: ``p`` is the class-probability tensor.
+
+:func:`mlp_regressor` is the regression counterpart (seed 000's sine wave,
+Blundell et al. 2015's curve): one linear output ``mu`` and a Normal
+likelihood with observation-noise sd ``sigma``.
 """
 
 from __future__ import annotations
@@ -114,4 +118,129 @@ def mlp_classifier(
         # total_size keeps the likelihood at full-data scale when fit() swaps
         # the data for minibatches; with the full data the factor is 1.
         pm.Categorical("y_obs", p=p, observed=y_data, dims="obs", total_size=total_size or n)
+    return model
+
+
+NOISE_MODELS = ("halfnormal",)
+
+
+def mlp_regressor(
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    hidden: Sequence[int] = (10, 10),
+    activation: str = "tanh",
+    prior: str = "normal",
+    hyperprior: str = "fixed",
+    prior_params: dict | None = None,
+    hyperprior_params: dict | None = None,
+    noise: str | float = "halfnormal",
+    noise_scale: float = 1.0,
+    feature_names: Sequence[str] | None = None,
+    total_size: int | None = None,
+) -> pm.Model:
+    """Build a Bayesian MLP regressor with a Gaussian likelihood.
+
+    Same layers and priors as :func:`mlp_classifier` (weights ``W_l``, biases
+    ``b_l`` and, when hierarchical, one scale ``scale_l`` per layer), with one
+    linear output unit: ``mu = f(X; W, b)`` and ``y ~ Normal(mu, sigma)``.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Training inputs; stored as ``pm.Data("X")`` in ``pytensor.config.floatX``.
+        A single feature is a column, ``x[:, None]``.
+    y : array (n,)
+        Real-valued targets; stored as ``pm.Data("y")``.
+    hidden : sequence of int
+        Units of each hidden layer (seed 000's sine wave: ``(10, 10)``).
+    activation : {"tanh", "relu", "sigmoid"}
+        Hidden-layer nonlinearity.
+    prior, hyperprior : str
+        Names from :mod:`models.priors` (default: Normal weights with the
+        fixed scale 1, i.e. N(0, 1) on every weight and bias).
+    prior_params, hyperprior_params : dict, optional
+        Overrides of the registry's default parameters.
+    noise : "halfnormal" or float
+        Observation-noise sd ``sigma``. ``"halfnormal"`` (default, the
+        Bayesian choice): a free variable ``sigma ~ HalfNormal(noise_scale)``
+        inferred with the weights, so the predictive interval learns the
+        data's noise level. A positive number fixes ``sigma`` to that known
+        value (no ``sigma`` variable is created).
+    noise_scale : float
+        Scale of the HalfNormal prior on ``sigma`` (in the units of ``y``);
+        ignored when ``noise`` is a number.
+    feature_names : sequence of str, optional
+        Coordinate labels of the input features.
+    total_size : int, optional
+        Size of the full training set when ``X`` is one minibatch; default ``len(X)``.
+
+    Returns
+    -------
+    pm.Model
+        With coords ``obs``, ``feature``, ``unit_<l>``, ``output`` (one
+        entry); free variables ``W_<l>``, ``b_<l>`` (``scale_<l>`` when
+        hierarchical, ``sigma`` when ``noise="halfnormal"``); the
+        deterministic ``mu`` (dims ``obs``: the regression function at ``X``)
+        and the likelihood ``y_obs``.
+
+    Raises
+    ------
+    ValueError
+        On bad shapes, non-finite data, an unknown activation, prior or
+        noise model, a non-positive noise value or scale, or empty layers.
+    """
+    X = np.asarray(X)
+    y = np.asarray(y)
+    if X.ndim != 2 or y.ndim != 1 or len(X) != len(y) or len(X) == 0 or X.shape[1] == 0:
+        raise ValueError(f"X must be (n, d) and y (n,) with n, d >= 1, got {X.shape} and {y.shape}")
+    if not (np.issubdtype(X.dtype, np.number) and np.issubdtype(y.dtype, np.number)):
+        raise ValueError(f"X and y must be numeric, got {X.dtype} and {y.dtype}")
+    if not (np.isfinite(X).all() and np.isfinite(y).all()):
+        raise ValueError("X and y must be finite")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}")
+    if total_size is not None and total_size < len(X):
+        raise ValueError(f"total_size must be >= len(X) = {len(X)}, got {total_size}")
+    if any(int(h) < 1 for h in hidden):
+        raise ValueError(f"hidden layer sizes must be >= 1, got {tuple(hidden)}")
+    if isinstance(noise, str):
+        if noise not in NOISE_MODELS:
+            raise ValueError(f"unknown noise model {noise!r}; valid: {', '.join(NOISE_MODELS)} "
+                             "or a positive number (a fixed sd)")
+        if not noise_scale > 0:
+            raise ValueError(f"noise_scale must be positive, got {noise_scale}")
+    elif isinstance(noise, bool) or not isinstance(noise, (int, float, np.number)) or not noise > 0 \
+            or not np.isfinite(noise):
+        raise ValueError(f"noise must be 'halfnormal' or a positive number, got {noise!r}")
+    layer_priors = LayerPriors(prior, hyperprior, prior_params, hyperprior_params)
+
+    n, d = X.shape
+    widths = [d, *map(int, hidden), 1]
+    unit_dims = ["feature"] + [f"unit_{i}" for i in range(len(hidden))] + ["output"]
+    coords = {
+        "obs": np.arange(n),
+        "feature": list(feature_names) if feature_names else [f"x{i + 1}" for i in range(d)],
+        "output": np.arange(1),
+    }
+    coords.update({f"unit_{i}": np.arange(h) for i, h in enumerate(widths[1:-1])})
+
+    act = ACTIVATIONS[activation]
+    floatX = pytensor.config.floatX
+    with pm.Model(coords=coords) as model:
+        X_data = pm.Data("X", X.astype(floatX), dims=("obs", "feature"))
+        y_data = pm.Data("y", y.astype(floatX), dims="obs")
+        h = X_data
+        for layer, (dim_in, dim_out) in enumerate(zip(unit_dims[:-1], unit_dims[1:])):
+            W, b = layer_priors(layer, (dim_in, dim_out), dim_out)
+            h = h @ W + b
+            if dim_out != "output":
+                h = act(h)
+        mu = pm.Deterministic("mu", h[:, 0], dims="obs")
+        if isinstance(noise, str):
+            sigma = pm.HalfNormal("sigma", sigma=noise_scale)
+        else:
+            sigma = pt.constant(np.asarray(noise, dtype="float64")).astype(floatX)
+        pm.Normal("y_obs", mu=mu, sigma=sigma, observed=y_data, dims="obs",
+                  total_size=total_size or n)
     return model
