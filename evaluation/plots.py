@@ -125,6 +125,7 @@ def snr_distribution(path, snr, fractions, title: str = "") -> None:
         cut = np.quantile(db, fraction)
         for ax in (top, bottom):
             ax.axvline(cut, color=color, lw=1.2, label=f"{fraction:.0%} pruned" if ax is top else None)
+    top.set_xlim(np.quantile(db, 0.001), db.max())  # a long thin tail of near-zero means
     top.legend(fontsize=8)
     if title:
         top.set_title(title)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 
@@ -65,3 +66,50 @@ def checkpoints(target: Path, resume: bool) -> tuple[Path, Path | None]:
         if path.is_file():
             return running, path
     raise UsageError(f"--resume: no checkpoint to resume from ({running} and {finished} are absent)")
+
+
+def run_resumable(prog: str, run, args, summary) -> int:
+    """``run(args)`` of a checkpointed experiment, its errors as one line and an exit code.
+
+    Bad input (usage, data files, a checkpoint of another fit) exits 2, a
+    diverged fit 1, Ctrl-C 130 with a hint to ``--resume``; on success
+    ``summary(metrics)`` is printed and the code is 0.
+    """
+    from data.mnist import MNISTError
+    from inference import CheckpointError, NonFiniteLossError
+
+    try:
+        metrics = run(args)
+    except (MNISTError, CheckpointError, UsageError) as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    except NonFiniteLossError as err:
+        print(f"{prog}: error: {err} (try a smaller --lr or --init-std)", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; add --resume to continue from the last checkpoint "
+              f"(every {args.checkpoint_every} steps)", file=sys.stderr)
+        return 130
+    print(summary(metrics))
+    return 0
+
+
+def add_mnist_run_arguments(p: argparse.ArgumentParser, defaults: dict) -> None:
+    """The MNIST experiments' shared flags: data, seed, checkpoints and output folders."""
+    from data.mnist import NORMALIZATIONS
+
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="folder with the four MNIST IDX files; None: $MNIST_DIR, else data/cache/mnist")
+    p.add_argument("--normalize", choices=NORMALIZATIONS, default=defaults["normalize"],
+                   help="pixel scaling: /255, standardise, or /126 (Blundell et al.)")
+    p.add_argument("--limit-train", type=positive_int, default=None, metavar="N",
+                   help="fit on the first N training images only (quick runs)")
+    p.add_argument("--seed", type=int, default=defaults["seed"],
+                   help="split, init, MC and minibatch seed")
+    p.add_argument("--checkpoint-every", type=positive_int, default=defaults["checkpoint_every"],
+                   help="steps between checkpoints")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from this run's checkpoint (or re-evaluate a finished run)")
+    p.add_argument("--out", type=Path, default=Path("results"), help="results folder")
+    p.add_argument("--figures", type=Path, default=Path("figures"), help="figures folder")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")

@@ -16,7 +16,6 @@ import argparse
 import shutil
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -26,8 +25,8 @@ from evaluation import plots
 from evaluation.metrics import all_metrics, reliability_table
 from evaluation.pruning import FRACTIONS, SCORES, cutoff, keep_mask, prune_table
 from experiments.cli import (Parser, UsageError, check_writable, checkpoints, positive_float,
-                             positive_int, run_dir)
-from inference import CheckpointError, Draws, NonFiniteLossError, draw, fit, precision
+                             positive_int, run_dir, run_resumable, add_mnist_run_arguments)
+from inference import Draws, draw, fit, precision
 from inference.engine import KL_WEIGHTINGS, Layout
 from inference.io import atomic_dir, write_json
 from inference.posterior import predict_proba, q_factor
@@ -64,8 +63,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="KL spread equally over an epoch's minibatches, or Blundell's 2^(M-i)/(2^M-1)")
     p.add_argument("--beta", type=positive_float, default=d["beta"],
                    help="constant KL weight on top of the weighting (seed 000 sweeps 1 ... 1e-4)")
-    p.add_argument("--normalize", choices=mnist.NORMALIZATIONS, default=d["normalize"],
-                   help="pixel scaling: /255, standardise, or /126 (Blundell et al.)")
     p.add_argument("--epochs", type=positive_int, default=d["epochs"],
                    help="passes over the training set (50,000 images; 10,000 are held out)")
     p.add_argument("--batch-size", type=positive_int, default=d["batch_size"], help="minibatch size")
@@ -77,18 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prune", action="store_true",
                    help="also prune 0-98%% of the weights by signal-to-noise and by |mu| "
                    "(pruning.csv and two figures)")
-    p.add_argument("--data-dir", type=Path, default=None,
-                   help="folder with the four MNIST IDX files; None: $MNIST_DIR, else data/cache/mnist")
-    p.add_argument("--limit-train", type=positive_int, default=None, metavar="N",
-                   help="fit on the first N training images only (quick runs)")
-    p.add_argument("--seed", type=int, default=d["seed"], help="split, init, MC and minibatch seed")
-    p.add_argument("--checkpoint-every", type=positive_int, default=d["checkpoint_every"],
-                   help="steps between checkpoints")
-    p.add_argument("--resume", action="store_true",
-                   help="continue from this run's checkpoint (or re-evaluate a finished run)")
-    p.add_argument("--out", type=Path, default=Path("results"), help="results folder")
-    p.add_argument("--figures", type=Path, default=Path("figures"), help="figures folder")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_mnist_run_arguments(p, d)
     return p
 
 
@@ -220,24 +206,13 @@ def run(args) -> dict:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    prog = "python -m experiments.mnist_bbb"
-    try:
-        m = run(args)
-    except (mnist.MNISTError, CheckpointError, UsageError) as err:
-        print(f"{prog}: error: {err}", file=sys.stderr)
-        return 2
-    except NonFiniteLossError as err:
-        print(f"{prog}: error: {err} (try a smaller --lr or --init-std)", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted; add --resume to continue from the last checkpoint "
-              f"(every {args.checkpoint_every} steps)", file=sys.stderr)
-        return 130
-    print(f"2x{args.hidden} {args.prior}-{args.hyperprior}: test error {m['test_error']:.2%} "
-          f"({args.samples} samples), {m['test_error_mean_weights']:.2%} (mean weights), "
-          f"nll {m['nll']:.4f}, ece {m['ece']:.2%}, {m['epochs']} epochs in {m['fit_seconds']:.0f} s "
-          f"-> {run_dir(args.out, dataset_name(args.hidden), args.prior, args.hyperprior, args.seed)}")
-    return 0
+    target = run_dir(args.out, dataset_name(args.hidden), args.prior, args.hyperprior, args.seed)
+    return run_resumable(
+        "python -m experiments.mnist_bbb", run, args,
+        lambda m: f"2x{args.hidden} {args.prior}-{args.hyperprior}: test error {m['test_error']:.2%} "
+                  f"({args.samples} samples), {m['test_error_mean_weights']:.2%} (mean weights), "
+                  f"nll {m['nll']:.4f}, ece {m['ece']:.2%}, {m['epochs']} epochs in "
+                  f"{m['fit_seconds']:.0f} s -> {target}")
 
 
 if __name__ == "__main__":

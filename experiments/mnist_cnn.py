@@ -16,17 +16,16 @@ import math
 import shutil
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from data import mnist
 from experiments.cli import (Parser, UsageError, check_writable, checkpoints, positive_float,
-                             positive_int, run_dir)
+                             positive_int, run_dir, run_resumable, add_mnist_run_arguments)
 from evaluation import plots
 from evaluation.metrics import all_metrics, per_input_uncertainty, reliability_table
-from inference import BACKENDS, ENGINES, CheckpointError, NonFiniteLossError, draw, fit, precision
+from inference import BACKENDS, ENGINES, draw, fit, precision
 from inference.io import atomic_dir, write_json
 from inference.posterior import predict_proba
 from models import HYPERPRIORS, WEIGHT_PRIORS
@@ -62,12 +61,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="initial posterior std of every parameter")
     p.add_argument("--samples", type=positive_int, default=d["samples"],
                    help="posterior draws per test image")
-    p.add_argument("--data-dir", type=Path, default=None,
-                   help="folder with the four MNIST IDX files; None: $MNIST_DIR, else data/cache/mnist")
-    p.add_argument("--normalize", choices=mnist.NORMALIZATIONS, default=d["normalize"],
-                   help="pixel scaling: /255, standardise, or /126 (Blundell et al.)")
-    p.add_argument("--limit-train", type=positive_int, default=None, metavar="N",
-                   help="fit on the first N training images only (quick runs)")
     p.add_argument("--channels", type=positive_int, nargs="+", default=list(d["channels"]),
                    help="filters of each conv layer")
     p.add_argument("--dense", type=positive_int, nargs="+", default=list(d["dense"]),
@@ -77,14 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(the reference)")
     p.add_argument("--backend", choices=BACKENDS, default=d["backend"],
                    help="pytensor backend of --engine pymc")
-    p.add_argument("--seed", type=int, default=d["seed"], help="split, init, MC and minibatch seed")
-    p.add_argument("--checkpoint-every", type=positive_int, default=d["checkpoint_every"],
-                   help="steps between checkpoints")
-    p.add_argument("--resume", action="store_true",
-                   help="continue from this run's checkpoint (or re-evaluate a finished run)")
-    p.add_argument("--out", type=Path, default=Path("results"), help="results folder")
-    p.add_argument("--figures", type=Path, default=Path("figures"), help="figures folder")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_mnist_run_arguments(p, d)
     return p
 
 
@@ -174,24 +160,11 @@ def run(args) -> dict:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    prog = "python -m experiments.mnist_cnn"
-    try:
-        metrics = run(args)
-    except (mnist.MNISTError, CheckpointError, UsageError) as err:
-        print(f"{prog}: error: {err}", file=sys.stderr)
-        return 2
-    except NonFiniteLossError as err:
-        print(f"{prog}: error: {err} (try a smaller --lr or --init-std)", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted; add --resume to continue from the last checkpoint "
-              f"(every {args.checkpoint_every} steps)", file=sys.stderr)
-        return 130
-    print(f"test error {metrics['test_error']:.2%}  nll {metrics['nll']:.4f}  "
-          f"ece {metrics['ece']:.2%}  fit {metrics['fit_seconds']:.0f} s  "
-          f"predict {metrics['predict_seconds']:.0f} s  -> "
-          f"{run_dir(args.out, DATASET, args.prior, args.hyperprior, args.seed)}")
-    return 0
+    target = run_dir(args.out, DATASET, args.prior, args.hyperprior, args.seed)
+    return run_resumable(
+        "python -m experiments.mnist_cnn", run, args,
+        lambda m: f"test error {m['test_error']:.2%}  nll {m['nll']:.4f}  ece {m['ece']:.2%}  "
+                  f"fit {m['fit_seconds']:.0f} s  predict {m['predict_seconds']:.0f} s  -> {target}")
 
 
 if __name__ == "__main__":

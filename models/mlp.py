@@ -32,6 +32,25 @@ ACTIVATIONS = {
 }
 
 
+def _check_inputs(X, y, *, activation: str, hidden, total_size):
+    """Both builders' argument checks; returns ``X, y`` as arrays."""
+    X = np.asarray(X)
+    y = np.asarray(y)
+    if X.ndim != 2 or y.ndim != 1 or len(X) != len(y) or len(X) == 0 or X.shape[1] == 0:
+        raise ValueError(f"X must be (n, d) and y (n,) with n, d >= 1, got {X.shape} and {y.shape}")
+    if not (np.issubdtype(X.dtype, np.number) and np.issubdtype(y.dtype, np.number)):
+        raise ValueError(f"X and y must be numeric, got {X.dtype} and {y.dtype}")
+    if not (np.isfinite(X).all() and np.isfinite(y).all()):
+        raise ValueError("X and y must be finite")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}")
+    if total_size is not None and total_size < len(X):
+        raise ValueError(f"total_size must be >= len(X) = {len(X)}, got {total_size}")
+    if any(int(h) < 1 for h in hidden):
+        raise ValueError(f"hidden layer sizes must be >= 1, got {tuple(hidden)}")
+    return X, y
+
+
 def mlp_classifier(
     X: np.ndarray,
     y: np.ndarray,
@@ -79,16 +98,7 @@ def mlp_classifier(
         the deterministic ``p`` (class probabilities) and the likelihood
         ``y_obs``.
     """
-    X = np.asarray(X)
-    y = np.asarray(y)
-    if X.ndim != 2 or y.ndim != 1 or len(X) != len(y):
-        raise ValueError(f"X must be (n, d) and y (n,), got {X.shape} and {y.shape}")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}")
-    if total_size is not None and total_size < len(X):
-        raise ValueError(f"total_size must be >= len(X) = {len(X)}, got {total_size}")
-    if any(int(h) < 1 for h in hidden):
-        raise ValueError(f"hidden layer sizes must be >= 1, got {tuple(hidden)}")
+    X, y = _check_inputs(X, y, activation=activation, hidden=hidden, total_size=total_size)
     n_classes = int(y.max()) + 1 if n_classes is None else int(n_classes)
     if y.min() < 0 or y.max() >= n_classes:
         raise ValueError(f"labels must lie in 0..{n_classes - 1}")
@@ -190,20 +200,7 @@ def mlp_regressor(
         On bad shapes, non-finite data, an unknown activation, prior or
         noise model, a non-positive noise value or scale, or empty layers.
     """
-    X = np.asarray(X)
-    y = np.asarray(y)
-    if X.ndim != 2 or y.ndim != 1 or len(X) != len(y) or len(X) == 0 or X.shape[1] == 0:
-        raise ValueError(f"X must be (n, d) and y (n,) with n, d >= 1, got {X.shape} and {y.shape}")
-    if not (np.issubdtype(X.dtype, np.number) and np.issubdtype(y.dtype, np.number)):
-        raise ValueError(f"X and y must be numeric, got {X.dtype} and {y.dtype}")
-    if not (np.isfinite(X).all() and np.isfinite(y).all()):
-        raise ValueError("X and y must be finite")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}")
-    if total_size is not None and total_size < len(X):
-        raise ValueError(f"total_size must be >= len(X) = {len(X)}, got {total_size}")
-    if any(int(h) < 1 for h in hidden):
-        raise ValueError(f"hidden layer sizes must be >= 1, got {tuple(hidden)}")
+    X, y = _check_inputs(X, y, activation=activation, hidden=hidden, total_size=total_size)
     if isinstance(noise, str):
         if noise not in NOISE_MODELS:
             raise ValueError(f"unknown noise model {noise!r}; valid: {', '.join(NOISE_MODELS)} "
