@@ -1,7 +1,7 @@
 # `make demo`: set up .venv and fit the default hierarchical BNN on moons.
 # `make test`: set up .venv and run the test suite (what .ci/run calls).
 # `make mnist`: the Bayesian CNN on MNIST (about 20 min on 2 cores; MNIST_DIR or a download).
-# `make bbb`: Bayes by Backprop, 2x400 MLP on MNIST, with pruning (see README for the times).
+# `make bbb`: Bayes by Backprop, 2x400 MLP on MNIST, with pruning (about 15 min on 2 cores).
 # `make regression`: the two 1-D regression experiments with their beta sweep.
 # PYTHON may be set to any Python >= 3.12; otherwise the first found is used.
 SHELL := /bin/bash
