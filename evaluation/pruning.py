@@ -39,25 +39,18 @@ def cutoff(score: np.ndarray, fraction: float) -> float:
     return float(np.quantile(np.asarray(score), fraction)) if fraction > 0 else float(np.min(score))
 
 
-def prune_table(mu: np.ndarray, sd: np.ndarray, test_error: Callable[[np.ndarray], float],
-                fractions=FRACTIONS, methods=tuple(SCORES)) -> pd.DataFrame:
-    """Test error of the network with each fraction of its weights removed, by each method.
+def pruning_masks(mu: np.ndarray, sd: np.ndarray, fractions=FRACTIONS,
+                  methods=tuple(SCORES)) -> dict[str, dict[float, np.ndarray]]:
+    """``{method: {fraction: keep mask}}``: which weights each method keeps at each fraction.
 
     Parameters
     ----------
     mu, sd : arrays (n,)
         Posterior means and standard deviations of the prunable weights.
-    test_error : callable
-        ``test_error(w)`` for weights ``w`` (n,), the pruned ones set to zero.
     fractions : sequence of float
         Shares of the weights to remove, each in [0, 1).
     methods : sequence of str
         Keys of :data:`SCORES`.
-
-    Returns
-    -------
-    DataFrame
-        Columns ``fraction, method, n_weights_kept, test_error``, one row per pair.
     """
     mu, sd = np.asarray(mu), np.asarray(sd)
     if mu.shape != sd.shape or mu.ndim != 1:
@@ -65,11 +58,19 @@ def prune_table(mu: np.ndarray, sd: np.ndarray, test_error: Callable[[np.ndarray
     unknown = [m for m in methods if m not in SCORES]
     if unknown:
         raise ValueError(f"unknown pruning method {', '.join(unknown)}; valid: {', '.join(SCORES)}")
-    rows = []
-    for method in methods:
-        score = SCORES[method](mu, sd)
-        for fraction in fractions:
-            keep = keep_mask(score, fraction)
-            rows.append({"fraction": fraction, "method": method, "n_weights_kept": int(keep.sum()),
-                         "test_error": float(test_error(np.where(keep, mu, 0.0)))})
-    return pd.DataFrame(rows)
+    return {method: {fraction: keep_mask(SCORES[method](mu, sd), fraction) for fraction in fractions}
+            for method in methods}
+
+
+def prune_table(mu: np.ndarray, masks: dict, test_error: Callable[[np.ndarray], float]) -> pd.DataFrame:
+    """Test error of the network with each fraction of its weights removed, by each method.
+
+    ``masks`` comes from :func:`pruning_masks`; ``test_error(w)`` scores the
+    weights ``w`` (n,), the pruned ones set to zero. Returns a DataFrame with
+    columns ``fraction, method, n_weights_kept, test_error``, one row per pair.
+    """
+    return pd.DataFrame([
+        {"fraction": fraction, "method": method, "n_weights_kept": int(keep.sum()),
+         "test_error": float(test_error(np.where(keep, mu, 0.0)))}
+        for method, by_fraction in masks.items() for fraction, keep in by_fraction.items()
+    ])

@@ -22,8 +22,8 @@ import pandas as pd
 
 from data import mnist
 from evaluation import plots
-from evaluation.metrics import all_metrics, reliability_table
-from evaluation.pruning import FRACTIONS, SCORES, cutoff, keep_mask, prune_table
+from evaluation.metrics import accuracy, all_metrics, reliability_table
+from evaluation.pruning import FRACTIONS, SCORES, cutoff, prune_table, pruning_masks
 from experiments.cli import (Parser, UsageError, check_writable, checkpoints, positive_float,
                              positive_int, run_dir, run_resumable, add_mnist_run_arguments)
 from inference import Draws, draw, fit, precision
@@ -149,13 +149,15 @@ def run(args) -> dict:
         pruning = None
         if args.prune:
             weights = network_weights(result)
+            mu_w, sd_w = mu[weights], sd[weights]
+            masks = pruning_masks(mu_w, sd_w)
 
             def pruned_error(w: np.ndarray) -> float:
                 z = mu.copy()
                 z[weights] = w
                 return error_at(z)
 
-            pruning = prune_table(mu[weights], sd[weights], pruned_error)
+            pruning = prune_table(mu_w, masks, pruned_error)
 
     ran = len(result.elbo) - result.config["resumed_at"]
     metrics = {
@@ -164,7 +166,7 @@ def run(args) -> dict:
         "steps": len(result.elbo), "steps_per_epoch": steps_per_epoch,
         **all_metrics(proba, data.y_test),
         "test_error_mean_weights": error_mean_weights,
-        "val_error": 1.0 - all_metrics(proba_val, data.y_val)["accuracy"],
+        "val_error": 1.0 - accuracy(proba_val, data.y_val),
         "fit_seconds": result.seconds, "predict_seconds": predict_seconds,
         "ms_per_step": result.ms_per_step if ran > 1 else None,
         "compile_seconds": result.compile_seconds if ran else None,
@@ -182,15 +184,12 @@ def run(args) -> dict:
                             f"ECE {metrics['ece']:.2%}")
     plots.elbo_trace(fig_dir / f"elbo_{name}.png", result.elbo, steps_per_epoch)
     if pruning is not None:
-        weights = network_weights(result)
-        snr = SCORES["signal_to_noise"](mu[weights], sd[weights])
+        snr = SCORES["signal_to_noise"](mu_w, sd_w)
         cut = [f for f in FRACTIONS if f > 0]
         plots.snr_distribution(fig_dir / f"snr_{name}.png", snr, cut,
                                title=f"BBB 2x{args.hidden} ({name}): signal-to-noise of "
                                      f"{snr.size:,} weights")
-        masks = {method: {f: keep_mask(score(mu[weights], sd[weights]), f) for f in (0.0, *cut)}
-                 for method, score in SCORES.items()}
-        plots.pruned_weights(fig_dir / f"pruned_weights_{name}.png", mu[weights], masks,
+        plots.pruned_weights(fig_dir / f"pruned_weights_{name}.png", mu_w, masks,
                              title=f"BBB 2x{args.hidden} ({name}): weights kept after pruning")
         metrics["snr_cutoffs_db"] = {f"{f:g}": 10 * np.log10(cutoff(snr, f)) for f in cut}
 

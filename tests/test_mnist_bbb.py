@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import data.mnist
-from evaluation.pruning import FRACTIONS, cutoff, keep_mask, prune_table
+from evaluation.pruning import FRACTIONS, cutoff, keep_mask, prune_table, pruning_masks
 from experiments import mnist_bbb
 
 QUICK = ["--epochs", "2", "--batch-size", "50", "--samples", "3", "--no-progress"]
@@ -35,13 +35,13 @@ def test_prune_table_ranks_by_signal_to_noise_or_magnitude():
         removed.append(np.flatnonzero(w == 0).tolist())
         return float(np.sum(w == 0)) / 4
 
-    table = prune_table(mu, sd, test_error, fractions=(0.0, 0.25, 0.5))
+    table = prune_table(mu, pruning_masks(mu, sd, fractions=(0.0, 0.25, 0.5)), test_error)
     assert list(table.columns) == ["fraction", "method", "n_weights_kept", "test_error"]
     assert table["n_weights_kept"].tolist() == [4, 3, 2, 4, 3, 2]
     assert table["test_error"].tolist() == [0.0, 0.25, 0.5] * 2
     assert removed == [[], [0], [0, 3], [], [1], [1, 3]]  # snr first, then naive
     with pytest.raises(ValueError, match="unknown pruning method random"):
-        prune_table(mu, sd, test_error, methods=("random",))
+        pruning_masks(mu, sd, methods=("random",))
 
 
 @pytest.fixture
