@@ -24,6 +24,7 @@ import pytensor
 import pytensor.tensor as pt
 
 from models.layers import LayerPriors
+from models.priors import get_hyperprior
 
 ACTIVATIONS = {
     "tanh": pt.tanh,
@@ -49,6 +50,33 @@ def _check_inputs(X, y, *, activation: str, hidden, total_size):
     if any(int(h) < 1 for h in hidden):
         raise ValueError(f"hidden layer sizes must be >= 1, got {tuple(hidden)}")
     return X, y
+
+
+def _layout(X, hidden, feature_names, out_dim: str, n_out: int) -> tuple[dict, list[str]]:
+    """Both builders' coords, and the dims of each layer's units.
+
+    The unit dims run ``feature``, ``unit_0``, ..., ``out_dim``.
+    """
+    n, d = X.shape
+    coords = {
+        "obs": np.arange(n),
+        "feature": list(feature_names) if feature_names else [f"x{i + 1}" for i in range(d)],
+        out_dim: np.arange(n_out),
+        **{f"unit_{i}": np.arange(int(h)) for i, h in enumerate(hidden)},
+    }
+    return coords, ["feature", *(f"unit_{i}" for i in range(len(hidden))), out_dim]
+
+
+def _network(X_data, layer_priors: LayerPriors, unit_dims: list[str], act):
+    """Every layer's weights and biases under ``layer_priors``; returns the output layer's
+    pre-activation (``act`` after each hidden layer)."""
+    h = X_data
+    for layer, (dim_in, dim_out) in enumerate(zip(unit_dims[:-1], unit_dims[1:])):
+        W, b = layer_priors(layer, (dim_in, dim_out), dim_out)
+        h = h @ W + b
+        if dim_out != unit_dims[-1]:
+            h = act(h)
+    return h
 
 
 def mlp_classifier(
@@ -103,27 +131,12 @@ def mlp_classifier(
     if y.min() < 0 or y.max() >= n_classes:
         raise ValueError(f"labels must lie in 0..{n_classes - 1}")
     layer_priors = LayerPriors(prior, hyperprior, prior_params, hyperprior_params)
-
-    n, d = X.shape
-    widths = [d, *map(int, hidden), n_classes]
-    unit_dims = ["feature"] + [f"unit_{i}" for i in range(len(hidden))] + ["class"]
-    coords = {
-        "obs": np.arange(n),
-        "feature": list(feature_names) if feature_names else [f"x{i + 1}" for i in range(d)],
-        "class": np.arange(n_classes),
-    }
-    coords.update({f"unit_{i}": np.arange(h) for i, h in enumerate(widths[1:-1])})
-
-    act = ACTIVATIONS[activation]
+    n = len(X)
+    coords, unit_dims = _layout(X, hidden, feature_names, "class", n_classes)
     with pm.Model(coords=coords) as model:
         X_data = pm.Data("X", X.astype(pytensor.config.floatX), dims=("obs", "feature"))
         y_data = pm.Data("y", y.astype("int64"), dims="obs")
-        h = X_data
-        for layer, (dim_in, dim_out) in enumerate(zip(unit_dims[:-1], unit_dims[1:])):
-            W, b = layer_priors(layer, (dim_in, dim_out), dim_out)
-            h = h @ W + b
-            if dim_out != "class":
-                h = act(h)
+        h = _network(X_data, layer_priors, unit_dims, ACTIVATIONS[activation])
         p = pm.Deterministic("p", pt.special.softmax(h, axis=-1), dims=("obs", "class"))
         # total_size keeps the likelihood at full-data scale when fit() swaps
         # the data for minibatches; with the full data the factor is 1.
@@ -211,33 +224,18 @@ def mlp_regressor(
             or not np.isfinite(noise):
         raise ValueError(f"noise must be 'halfnormal' or a positive number, got {noise!r}")
     layer_priors = LayerPriors(prior, hyperprior, prior_params, hyperprior_params)
-
-    n, d = X.shape
-    widths = [d, *map(int, hidden), 1]
-    unit_dims = ["feature"] + [f"unit_{i}" for i in range(len(hidden))] + ["output"]
-    coords = {
-        "obs": np.arange(n),
-        "feature": list(feature_names) if feature_names else [f"x{i + 1}" for i in range(d)],
-        "output": np.arange(1),
-    }
-    coords.update({f"unit_{i}": np.arange(h) for i, h in enumerate(widths[1:-1])})
-
-    act = ACTIVATIONS[activation]
+    n = len(X)
+    coords, unit_dims = _layout(X, hidden, feature_names, "output", 1)
     floatX = pytensor.config.floatX
     with pm.Model(coords=coords) as model:
         X_data = pm.Data("X", X.astype(floatX), dims=("obs", "feature"))
         y_data = pm.Data("y", y.astype(floatX), dims="obs")
-        h = X_data
-        for layer, (dim_in, dim_out) in enumerate(zip(unit_dims[:-1], unit_dims[1:])):
-            W, b = layer_priors(layer, (dim_in, dim_out), dim_out)
-            h = h @ W + b
-            if dim_out != "output":
-                h = act(h)
+        h = _network(X_data, layer_priors, unit_dims, ACTIVATIONS[activation])
         mu = pm.Deterministic("mu", h[:, 0], dims="obs")
         if isinstance(noise, str):
             sigma = pm.HalfNormal("sigma", sigma=noise_scale)
         else:
-            sigma = pt.constant(np.asarray(noise, dtype="float64")).astype(floatX)
+            sigma = get_hyperprior("fixed", value=float(noise))("sigma")
         pm.Normal("y_obs", mu=mu, sigma=sigma, observed=y_data, dims="obs",
                   total_size=total_size or n)
     return model
