@@ -24,8 +24,9 @@ from data import mnist
 from evaluation import plots
 from evaluation.metrics import accuracy, all_metrics, reliability_table
 from evaluation.pruning import FRACTIONS, SCORES, cutoff, prune_table, pruning_masks
-from experiments.cli import (Parser, UsageError, check_writable, checkpoints, positive_float,
-                             positive_int, run_dir, run_resumable, add_mnist_run_arguments)
+from experiments.cli import (Parser, UsageError, add_mnist_run_arguments, check_writable,
+                             checkpoints, positive_float, positive_int, run_dir, run_resumable,
+                             use_compilation_cache)
 from inference import Draws, draw, fit, precision
 from inference.engine import KL_WEIGHTINGS, Layout
 from inference.io import atomic_dir, write_json
@@ -207,6 +208,7 @@ def run(args) -> dict:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    use_compilation_cache()
     target = run_dir(args.out, dataset_name(args.hidden), args.prior, args.hyperprior, args.seed)
     return run_resumable(
         "python -m experiments.mnist_bbb", run, args,

@@ -21,8 +21,9 @@ import numpy as np
 import pandas as pd
 
 from data import mnist
-from experiments.cli import (Parser, UsageError, check_writable, checkpoints, positive_float,
-                             positive_int, run_dir, run_resumable, add_mnist_run_arguments)
+from experiments.cli import (Parser, UsageError, add_mnist_run_arguments, check_writable,
+                             checkpoints, positive_float, positive_int, run_dir, run_resumable,
+                             use_compilation_cache)
 from evaluation import plots
 from evaluation.metrics import all_metrics, per_input_uncertainty, reliability_table
 from inference import BACKENDS, ENGINES, draw, fit, precision
@@ -160,6 +161,7 @@ def run(args) -> dict:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    use_compilation_cache()
     target = run_dir(args.out, DATASET, args.prior, args.hyperprior, args.seed)
     return run_resumable(
         "python -m experiments.mnist_cnn", run, args,

@@ -37,7 +37,7 @@ import numpy as np
 
 from data import regression
 from evaluation import plots
-from experiments.cli import Parser, nonneg_float, positive_float, positive_int
+from experiments.cli import Parser, nonneg_float, positive_float, positive_int, use_compilation_cache
 from inference import NonFiniteLossError, draw, fit, predict
 from inference.io import atomic_dir, write_json, write_text
 from models.mlp import ACTIVATIONS, mlp_regressor
@@ -223,6 +223,7 @@ def _report(m: dict, path: str) -> None:
 def main(argv=None) -> int:
     """Entry point of ``python -m experiments.regression``."""
     args = build_parser().parse_args(argv)
+    use_compilation_cache()
     tasks = regression.TASKS if args.task == "all" else (args.task,)
     betas = BETAS if args.beta is None else (args.beta,)
     try:

@@ -251,6 +251,9 @@ class _PymcSteps:
         for v, a in zip(self.shared, arrays):
             v.set_value(np.asarray(a).astype(v.get_value().dtype))
 
+    def cache(self) -> dict:
+        return {}
+
     def finish(self) -> pmvi.Approximation:
         for p in self.inference.approx.params:  # the JAX backend can leave device arrays behind
             p.set_value(np.asarray(p.get_value()))
@@ -276,6 +279,10 @@ class _JaxSteps:
     def finish(self) -> pmvi.Approximation:
         self.fit.write_back(self.group)
         return self.approx
+
+    def cache(self) -> dict:
+        """What the posterior functions reuse: the model as compiled for the fit."""
+        return {"model": self.fit.problem.density}
 
 
 def fit(
@@ -457,7 +464,7 @@ def fit(
     return FitResult(
         approx=approx, model=model, elbo=elbo, method=method, backend=config["backend"],
         seconds=seconds_before + end - t0,
-        compile_seconds=(first_step if ran else end) - t0, config=config,
+        compile_seconds=(first_step if ran else end) - t0, config=config, cache=run.cache(),
         _timed=(steps - first_done, end - first_step) if ran else (0, 0.0),
     )
 

@@ -26,7 +26,7 @@ import numpy as np
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _PARITY = 0x1BD11BDA
-_PAD = 1024  # sizes are padded to a multiple of this: XLA left odd-sized loops unvectorised
+_PAD = 64  # sizes are padded to a multiple of this: XLA left odd-sized loops unvectorised
 
 
 def _rotl(x, r: int):

@@ -44,32 +44,82 @@ def q_factor(result: FitResult) -> tuple[np.ndarray, np.ndarray]:
     return mu, L
 
 
+def model_function(result: FitResult) -> engine.ModelFunction:
+    """The fitted model as one JAX function (:func:`inference.engine.compile_model`).
+
+    The ``"jax"`` engine leaves the one it fitted with in ``result.cache``;
+    otherwise it is built on first use and kept there.
+    """
+    if "model" not in result.cache:
+        result.cache["model"] = engine.compile_model(result.model, result.approx.groups[0].ordering)
+    return result.cache["model"]
+
+
+MAP_BYTES = 256 * 2**20  # memory for the draws evaluated together (see _evaluator)
+
+
 def _evaluator(result: FitResult, outputs: tuple[str, ...]):
     """A jitted ``f(Z, *data) -> list of arrays (draws, ...)``: model ``outputs`` at each row of ``Z``.
 
     ``outputs`` names model variables, or ``"logp"`` for the joint log
-    density (Jacobian included). Compiled once per fit and output set, and
-    kept on the result. Draws are evaluated one after the other
-    (``lax.map``), which bounds the memory a large network's activations take.
+    density (Jacobian included). Compiled once per fit, output set and data
+    shapes, and kept on the result. Draws are evaluated in blocks
+    (``lax.map`` with a ``batch_size``): as many draws at once as fit in
+    :data:`MAP_BYTES`, counting every intermediate array of one draw (an
+    upper bound on what XLA keeps). A small network evaluates many draws per
+    block (on the toy BNN, one draw at a time spent most of its time in
+    per-iteration overhead); a CNN on thousands of images one at a time.
     """
     key = ("evaluator", outputs)
     if key not in result.cache:
-        model = result.model
-        graph = [model.logp(jacobian=True) if name == "logp" else model[name] for name in outputs]
-        layout = engine.Layout.of(model, result.approx.groups[0].ordering)
-        fn = engine.model_function(model, graph)
+        functions = model_function(result)
+        fn, unflatten = functions.select(outputs), functions.layout.unflatten
 
         @jax.jit
         def evaluate(Z, *data):
-            return jax.lax.map(lambda z: fn(layout.unflatten(z), *data), Z)
+            one = jax.make_jaxpr(lambda z, *data: fn(unflatten(z), *data))(Z[0], *data)
+            block = int(np.clip(MAP_BYTES // max(_jaxpr_bytes(one.jaxpr), 1), 1, len(Z)))
+            return jax.lax.map(lambda z: jax.core.eval_jaxpr(one.jaxpr, one.consts, z, *data),
+                               Z, batch_size=block)
 
         result.cache[key] = evaluate
     return result.cache[key]
 
 
-def _data(model: pm.Model, **replace) -> list[np.ndarray]:
-    """The model's data containers' values, with ``replace`` for some of them."""
-    return [np.asarray(replace.get(v.name, v.get_value())) for v in model.data_vars]
+def _jaxpr_bytes(jaxpr) -> int:
+    """Bytes of every array a jaxpr's equations produce, nested jaxprs included."""
+    total = 0
+    for eqn in jaxpr.eqns:
+        total += sum(int(np.prod(v.aval.shape)) * v.aval.dtype.itemsize for v in eqn.outvars
+                     if hasattr(v.aval, "shape"))
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (tuple, list)) else (param,):
+                inner = getattr(sub, "jaxpr", sub)
+                if isinstance(inner, jax.extend.core.Jaxpr):
+                    total += _jaxpr_bytes(inner)
+    return total
+
+
+def _data(model: pm.Model, X: np.ndarray | None = None) -> list[np.ndarray]:
+    """The model's data containers' values, or new inputs ``X`` in place of container ``X``.
+
+    With ``X``, the other containers over the same rows (the observed ``y``)
+    are filled with zeros of ``len(X)`` rows: the model function computes
+    every output, the likelihood too, so their rows must match; the outputs
+    asked for do not depend on them.
+    """
+    if X is None:
+        return [np.asarray(v.get_value()) for v in model.data_vars]
+    rows = model["X"].get_value().shape[0]
+    data = []
+    for v in model.data_vars:
+        value = np.asarray(v.get_value())
+        if v.name == "X":
+            value = X
+        elif value.ndim and value.shape[0] == rows:
+            value = np.zeros((len(X), *value.shape[1:]), dtype=value.dtype)
+        data.append(value)
+    return data
 
 
 def draw(result: FitResult, n: int = 500, seed: int = 0, *, log_p: bool = True) -> Draws:
@@ -112,7 +162,7 @@ def predict(result: FitResult, draws: Draws, X: np.ndarray, var: str = "p",
     call; the model's data containers are not changed. Returns float64.
     """
     model = result.model
-    if var not in model.named_vars:
+    if var not in model_function(result).names:
         raise ValueError(f"model has no variable {var!r}")
     if not chunk >= 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")

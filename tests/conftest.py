@@ -1,10 +1,13 @@
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("MPLBACKEND", "Agg")
+# JAX's compilation cache (the experiments turn it on) in a folder of this test session only.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="bnn-zoo-jax-"))
 
 
 # --- MNIST fixture: the first 600 training / 200 test examples (tests/data/make_mnist_tiny.py)

@@ -118,3 +118,20 @@ def test_toy_bnn_elbo_matches_pm_fit(moons):
     (trace_a, final_a), (trace_b, final_b) = results["jax"], results["pymc"]
     assert abs(trace_a - trace_b) < 1.5, results
     assert abs(final_a - final_b) < 3.0, results
+
+
+def test_one_structure_on_two_data_sets_is_one_compiled_program():
+    # The data are arguments of the compiled loop, not constants in it: the same
+    # prior pair on moons and on circles is one entry of JAX's compilation cache.
+    texts = []
+    for name in ("moons", "circles"):
+        split = toy.load(name, n_train=60, n_test=10, noise=0.2, seed=0)
+        model = mlp_classifier(split.X_train, split.y_train, hidden=(3, 4), prior="cauchy",
+                               hyperprior="halfnormal")
+        group = _family("advi")(model=model).groups[0]
+        run = JaxFit(model, group, initial_params(group, model, "advi", 0.01, 0), method="advi",
+                     optimizer="adam", learning_rate=0.01, batch_size=None, data=("X", "y"),
+                     beta=1.0, mc_samples=1, seed=0, dtype="float64")
+        lowered = run.loop.lower(run.params, run.opt_state, run.key, 0, 1, run.problem.data)
+        texts.append(lowered.as_text(debug_info=False))
+    assert texts[0] == texts[1]

@@ -1,6 +1,7 @@
 """The command lines, run as a user runs them."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -18,7 +19,8 @@ REQUIRED = {"dataset", "prior", "hyperprior", "method", "backend", "seed", "step
 def run(dataset, *args, cwd):
     return subprocess.run(
         [sys.executable, "-m", f"experiments.{dataset}", *args], cwd=cwd, capture_output=True,
-        text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"},
+        text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg",
+             "JAX_COMPILATION_CACHE_DIR": os.environ["JAX_COMPILATION_CACHE_DIR"]},
         timeout=900,
     )
 
@@ -104,3 +106,24 @@ def test_all_priors_compares_the_grid(tmp_path):
     for name in ("compare", "forest_scales", "weights_last_layer", "prior_grid"):
         assert (tmp_path / "fig" / "circles" / f"{name}.png").stat().st_size > 0
     assert "4 fits in" in proc.stdout and "cauchy-inversegamma" in proc.stdout
+
+
+def test_compilation_cache_folder(monkeypatch, tmp_path):
+    import jax
+
+    from experiments.cli import use_compilation_cache
+
+    saved = {k: getattr(jax.config, k) for k in ("jax_compilation_cache_dir",
+                                                  "jax_persistent_cache_min_compile_time_secs")}
+    try:
+        jax.config.update("jax_compilation_cache_dir", None)
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+        use_compilation_cache()
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "bnn-zoo" / "jax")
+        jax.config.update("jax_compilation_cache_dir", str(tmp_path / "mine"))  # the user's choice
+        use_compilation_cache()
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "mine")
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.2
+    finally:
+        for k, v in saved.items():
+            jax.config.update(k, v)

@@ -8,6 +8,7 @@ import scipy.stats as st
 from data import toy
 from evaluation.metrics import accuracy
 from inference import draw, fit, loo, predict_proba, to_datatree
+from inference.posterior import predict as posterior_predict
 from models import mlp_classifier
 
 
@@ -84,3 +85,19 @@ def test_datatree_groups_dims_and_netcdf_roundtrip(fitted, tmp_path):
     assert back.attrs["inference_library"] == "pymc"
     elpd = loo(back)
     assert np.isfinite(elpd.elpd) and elpd.elpd < 0
+
+
+def test_draws_evaluated_in_blocks_equal_draws_one_at_a_time(fitted, monkeypatch):
+    from inference import posterior
+
+    split, result, draws = fitted
+    blocked = predict_proba(result, draws, split.X_test)
+    monkeypatch.setattr(posterior, "MAP_BYTES", 1)  # one draw per block
+    result.cache.pop(("evaluator", ("p",)))
+    np.testing.assert_allclose(predict_proba(result, draws, split.X_test), blocked, rtol=1e-12)
+
+
+def test_predict_names_an_unknown_variable(fitted):
+    split, result, draws = fitted
+    with pytest.raises(ValueError, match="no variable 'W_9'"):
+        posterior_predict(result, draws, split.X_test, var="W_9")

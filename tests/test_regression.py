@@ -1,6 +1,7 @@
 """1-D regression: the synthetic tasks, the MLP regressor, predict, and the experiment's command line."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -264,7 +265,8 @@ def test_bad_flag_exit_status_of_the_real_command(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "experiments.regression", "--beta", "0", "--out", "out"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"},
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg",
+             "JAX_COMPILATION_CACHE_DIR": os.environ["JAX_COMPILATION_CACHE_DIR"]},
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("python -m experiments.regression: error: argument --beta: "
