@@ -180,7 +180,7 @@ def run_all(args, dataset: str) -> None:
     if args.jobs > 1:
         # Fork: the workers start with everything imported (about 4 s each otherwise).
         # Nothing in this process has started JAX yet, so there is no JAX state to copy.
-        with mp.get_context(os.environ.get("MPCTX", "fork")).Pool(args.jobs) as pool:
+        with mp.get_context("fork").Pool(args.jobs) as pool:
             runs = []
             for r in pool.imap(run_one, configs):
                 runs.append(r)
