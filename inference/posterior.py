@@ -15,6 +15,7 @@ import arviz as az
 import jax
 import numpy as np
 import pymc as pm
+from jax.extend import core as jax_core
 from xarray import DataTree
 
 from inference import engine
@@ -88,16 +89,9 @@ def _evaluator(result: FitResult, outputs: tuple[str, ...]):
 
 def _jaxpr_bytes(jaxpr) -> int:
     """Bytes of every array a jaxpr's equations produce, nested jaxprs included."""
-    total = 0
-    for eqn in jaxpr.eqns:
-        total += sum(int(np.prod(v.aval.shape)) * v.aval.dtype.itemsize for v in eqn.outvars
-                     if hasattr(v.aval, "shape"))
-        for param in eqn.params.values():
-            for sub in param if isinstance(param, (tuple, list)) else (param,):
-                inner = getattr(sub, "jaxpr", sub)
-                if isinstance(inner, jax.extend.core.Jaxpr):
-                    total += _jaxpr_bytes(inner)
-    return total
+    total = sum(int(np.prod(v.aval.shape)) * v.aval.dtype.itemsize
+                for eqn in jaxpr.eqns for v in eqn.outvars if hasattr(v.aval, "shape"))
+    return total + sum(_jaxpr_bytes(sub) for sub in jax_core.subjaxprs(jaxpr))
 
 
 def _data(model: pm.Model, X: np.ndarray | None = None) -> list[np.ndarray]:
