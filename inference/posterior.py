@@ -45,7 +45,7 @@ def q_factor(result: FitResult) -> tuple[np.ndarray, np.ndarray]:
     return mu, L
 
 
-def model_function(result: FitResult) -> engine.ModelFunction:
+def compiled_model(result: FitResult) -> engine.ModelFunction:
     """The fitted model as one JAX function (:func:`inference.engine.compile_model`).
 
     The ``"jax"`` engine leaves the one it fitted with in ``result.cache``;
@@ -73,7 +73,7 @@ def _evaluator(result: FitResult, outputs: tuple[str, ...]):
     """
     key = ("evaluator", outputs)
     if key not in result.cache:
-        functions = model_function(result)
+        functions = compiled_model(result)
         fn, unflatten = functions.select(outputs), functions.layout.unflatten
 
         @jax.jit
@@ -156,14 +156,12 @@ def predict(result: FitResult, draws: Draws, X: np.ndarray, var: str = "p",
     call; the model's data containers are not changed. Returns float64.
     """
     model = result.model
-    if var not in model_function(result).names:
-        raise ValueError(f"model has no variable {var!r}")
+    evaluate = _evaluator(result, (var,))  # a ValueError for a variable the model lacks
     if not chunk >= 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
     X = np.asarray(X, dtype=model["X"].dtype)
     if len(X) == 0:
         raise ValueError("X has no rows")
-    evaluate = _evaluator(result, (var,))
     z = draws.z.astype(model.value_vars[0].dtype)
     parts = []
     for start in range(0, len(X), chunk):

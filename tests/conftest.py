@@ -10,6 +10,12 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="bnn-zoo-jax-"))
 
 
+def command_env() -> dict:
+    """The environment of a command a test runs as a user would: this checkout, no display."""
+    return {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg",
+            "JAX_COMPILATION_CACHE_DIR": os.environ["JAX_COMPILATION_CACHE_DIR"]}
+
+
 # --- MNIST fixture: the first 600 training / 200 test examples (tests/data/make_mnist_tiny.py)
 import pytest  # noqa: E402
 

@@ -1,7 +1,6 @@
 """The command lines, run as a user runs them."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -10,7 +9,7 @@ import pandas as pd
 import pytest
 
 from experiments.toy import main
-from tests.conftest import ROOT
+from tests.conftest import command_env
 
 REQUIRED = {"dataset", "prior", "hyperprior", "method", "backend", "seed", "steps", "noise",
             "accuracy", "nll", "brier", "ece", "elbo_final", "fit_seconds"}
@@ -19,8 +18,7 @@ REQUIRED = {"dataset", "prior", "hyperprior", "method", "backend", "seed", "step
 def run(dataset, *args, cwd):
     return subprocess.run(
         [sys.executable, "-m", f"experiments.{dataset}", *args], cwd=cwd, capture_output=True,
-        text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg",
-             "JAX_COMPILATION_CACHE_DIR": os.environ["JAX_COMPILATION_CACHE_DIR"]},
+        text=True, env=command_env(),
         timeout=900,
     )
 

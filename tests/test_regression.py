@@ -1,7 +1,6 @@
 """1-D regression: the synthetic tasks, the MLP regressor, predict, and the experiment's command line."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -13,7 +12,7 @@ from data import regression, toy
 from experiments import regression as experiment
 from inference import draw, fit, predict, predict_proba
 from models import mlp_classifier, mlp_regressor
-from tests.conftest import ROOT
+from tests.conftest import ROOT, command_env
 
 REQUIRED = {"task", "beta", "seed", "steps", "lr", "hidden", "activation", "noise", "rmse_in",
             "coverage95_in", "sd_ratio_out_in", "sd_ratio_out_in_total", "fit_seconds"}
@@ -265,8 +264,7 @@ def test_bad_flag_exit_status_of_the_real_command(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "experiments.regression", "--beta", "0", "--out", "out"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg",
-             "JAX_COMPILATION_CACHE_DIR": os.environ["JAX_COMPILATION_CACHE_DIR"]},
+        env=command_env(),
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("python -m experiments.regression: error: argument --beta: "
