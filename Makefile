@@ -3,6 +3,7 @@
 # `make mnist`: the Bayesian CNN on MNIST (about 20 min on 2 cores; MNIST_DIR or a download).
 # `make bbb`: Bayes by Backprop, 2x400 MLP on MNIST, with pruning (about 15 min on 2 cores).
 # `make regression`: the two 1-D regression experiments with their beta sweep.
+# `make all-priors`: the 16 prior x hyperprior pairs on moons and on circles, compared by LOO.
 # PYTHON may be set to any Python >= 3.12; otherwise the first found is used.
 SHELL := /bin/bash
 VENV := .venv
@@ -26,8 +27,7 @@ test: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q
 
 all-priors: $(VENV)/.installed
-	$(VENV)/bin/python -m experiments.moons --all-priors
-	$(VENV)/bin/python -m experiments.circles --all-priors
+	$(VENV)/bin/python -m experiments.toy --all-priors
 
 mnist: $(VENV)/.installed
 	$(VENV)/bin/python -m experiments.mnist_cnn

@@ -1,8 +1,10 @@
-"""Seed 004's hierarchical-prior experiment on a 2-D toy data set.
+"""Seed 004's hierarchical-prior experiment on the 2-D toy data sets.
 
 ``python -m experiments.moons`` and ``python -m experiments.circles`` are thin
-wrappers around :func:`main`. One run fits one prior x hyperprior pair;
-``--all-priors`` fits all of them and compares them by PSIS-LOO.
+wrappers around :func:`main`; ``python -m experiments.toy`` runs on several
+data sets in one command (``--datasets``, default both). One run fits one
+prior x hyperprior pair; ``--all-priors`` fits all of them and compares them
+by PSIS-LOO.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 import arviz as az
 import numpy as np
 import pandas as pd
+from xarray import DataTree
 
 from data import toy
 from experiments.cli import (Parser, nonneg_float, positive_float, positive_int, run_dir,
@@ -58,14 +61,26 @@ def _n_train(text):
     return value
 
 
-def build_parser(dataset: str) -> argparse.ArgumentParser:
-    """The command line of ``python -m experiments.<dataset>``."""
+def _datasets(text):
+    names = [n for n in text.split(",") if n]
+    unknown = [n for n in names if n not in NOISE]
+    if unknown or not names or len(set(names)) < len(names):
+        raise argparse.ArgumentTypeError(
+            f"want distinct names from {', '.join(NOISE)}, got {text!r}")
+    return names
+
+
+def build_parser(dataset: str | None = None) -> argparse.ArgumentParser:
+    """The command line of ``python -m experiments.<dataset>`` (``None``: ``experiments.toy``)."""
     p = Parser(
-        prog=f"python -m experiments.{dataset}",
-        description=f"Fit a hierarchical Bayesian MLP (2-5-5-2, tanh) to {dataset} by ADVI, "
-        "write metrics, posterior draws and an uncertainty map.",
+        prog=f"python -m experiments.{dataset or 'toy'}",
+        description=f"Fit a hierarchical Bayesian MLP (2-5-5-2, tanh) to {dataset or 'toy data'} "
+        "by ADVI, write metrics, posterior draws and an uncertainty map.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
+    if dataset is None:
+        p.add_argument("--datasets", type=_datasets, default=list(NOISE),
+                       help="comma-separated data sets, each fitted as its own command would")
     p.add_argument("--prior", choices=sorted(WEIGHT_PRIORS), default=DEFAULTS["prior"],
                    help="prior on every weight and bias")
     p.add_argument("--hyperprior", choices=sorted(HYPERPRIORS), default=DEFAULTS["hyperprior"],
@@ -77,7 +92,9 @@ def build_parser(dataset: str) -> argparse.ArgumentParser:
                    f"(any of {', '.join(sorted(WEIGHT_PRIORS))})")
     p.add_argument("--hyperpriors", type=_names(HYPERPRIORS), default=sorted(HYPERPRIORS),
                    help="with --all-priors: comma-separated hyperpriors to compare")
-    p.add_argument("--noise", type=nonneg_float, default=NOISE[dataset], help="data noise std")
+    p.add_argument("--noise", type=nonneg_float, default=NOISE[dataset] if dataset else None,
+                   help="data noise std" + ("" if dataset else " (default: each data set's, "
+                   + ", ".join(f"{k} {v}" for k, v in NOISE.items()) + ")"))
     p.add_argument("--n-train", type=_n_train, default=DEFAULTS["n_train"])
     p.add_argument("--n-test", type=positive_int, default=DEFAULTS["n_test"])
     p.add_argument("--steps", type=positive_int, default=DEFAULTS["steps"], help="ADVI steps")
@@ -122,11 +139,12 @@ def run_one(cfg: dict) -> dict:
                      float32=cfg["float32"], seed=cfg["seed"], progressbar=cfg["progress"])
         t0 = time.perf_counter()
         draws = draw(result, cfg["draws"], seed=cfg["seed"])
-        proba_train = predict_proba(result, draws, split.X_train)
-        proba_test = predict_proba(result, draws, split.X_test)
-        predict_seconds = time.perf_counter() - t0
         xx, yy, grid = split.grid(GRID_POINTS)
-        proba_grid = predict_proba(result, draws, grid)
+        # One call for all inputs: fewer padded rows than one call each.
+        proba = predict_proba(result, draws, np.concatenate([split.X_train, split.X_test, grid]))
+        proba_train, proba_test, proba_grid = np.split(
+            proba, np.cumsum([len(split.X_train), len(split.X_test)]), axis=1)
+        predict_seconds = time.perf_counter() - t0
 
     idata = to_datatree(result, draws, X_train=split.X_train, y_train=split.y_train,
                         X_test=split.X_test, y_test=split.y_test,
@@ -155,12 +173,12 @@ def run_one(cfg: dict) -> dict:
                   f"(test accuracy {metrics['accuracy']:.3f})",
         )
     return {"metrics": metrics, "grid_mean": proba_grid[..., 1].mean(0), "dir": str(target),
-            "loo": elpd}
+            "loo": elpd, "posterior": idata["posterior"].to_dataset()}
 
 
 def _config(args, dataset: str, prior: str, hyperprior: str, **extra) -> dict:
     return dict(
-        dataset=dataset, prior=prior, hyperprior=hyperprior, noise=args.noise,
+        dataset=dataset, prior=prior, hyperprior=hyperprior, noise=_noise(args, dataset),
         n_train=args.n_train, n_test=args.n_test, steps=args.steps, lr=args.lr, beta=args.beta,
         init_std=args.init_std, method=args.method, engine=args.engine, backend=args.backend, float32=args.float32,
         draws=args.draws, seed=args.seed, hidden=DEFAULTS["hidden"], out=args.out,
@@ -168,31 +186,83 @@ def _config(args, dataset: str, prior: str, hyperprior: str, **extra) -> dict:
     )
 
 
+def _noise(args, dataset: str) -> float:
+    return NOISE[dataset] if args.noise is None else args.noise
+
+
 COLUMNS = ["prior", "hyperprior", "accuracy", "nll", "brier", "ece", "elpd_loo", "elpd_loo_se",
            "pareto_k_max", "elbo_final", "fit_seconds"]
 
 
-def run_all(args, dataset: str) -> None:
-    """Fit every prior x hyperprior pair, rank them by LOO, write the table and figures."""
-    pairs = list(itertools.product(args.priors, args.hyperpriors))
-    configs = [_config(args, dataset, p, h, progress=False, map=False) for p, h in pairs]
-    t0 = time.perf_counter()
-    if args.jobs > 1:
-        # Fork: the workers start with everything imported (about 4 s each otherwise).
-        # Nothing in this process has started JAX yet, so there is no JAX state to copy.
-        with mp.get_context("fork").Pool(args.jobs) as pool:
-            runs = []
-            for r in pool.imap(run_one, configs):
-                runs.append(r)
-                _report(r["metrics"], len(runs), len(configs))
-    else:
-        runs = [run_one(c) for c in configs]
-        for i, r in enumerate(runs, 1):
-            _report(r["metrics"], i, len(configs))
-    wall = time.perf_counter() - t0
+def _run_pair(configs: list[dict]) -> list[dict]:
+    # One pair on every data set, in one process: the data sets' models have the same
+    # structure, so the second one reuses the first one's compiled functions.
+    return [run_one(c) for c in configs]
 
+
+def run_all(args, datasets: list[str]) -> None:
+    """Fit every prior x hyperprior pair on each data set; per data set, rank them by LOO and
+    write the table and figures."""
+    pairs = list(itertools.product(args.priors, args.hyperpriors))
+    tasks = [[_config(args, d, p, h, progress=False, map=False) for d in datasets] for p, h in pairs]
+    total, runs = len(pairs) * len(datasets), []
+    t0 = time.perf_counter()
+    with _pool(args.jobs) as pool:
+        for done in pool.imap(_run_pair, tasks):
+            for r in done:
+                runs.append(r)
+                _report(r["metrics"], len(runs), total, dataset=len(datasets) > 1)
+        wall = time.perf_counter() - t0
+        per_dataset = [(args, d, [r for r in runs if r["metrics"]["dataset"] == d]) for d in datasets]
+        for line in pool.starmap(summarize, per_dataset):
+            print(line)
+    print(f"{total} fit{'s' * (total != 1)} in {wall:.1f} s wall ({args.jobs} jobs)")
+
+
+class _Serial:
+    """What :func:`run_all` uses of a process pool, in this process."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def imap(self, fn, items):
+        return map(fn, items)
+
+    def starmap(self, fn, items):
+        return [fn(*item) for item in items]
+
+
+def _pool(jobs: int):
+    """``jobs`` worker processes, each on a core of its own where there are enough."""
+    if jobs == 1:
+        return _Serial()
+    # Fork: the workers start with everything imported (about 4 s each otherwise).
+    # Nothing in this process has started JAX yet, so there is no JAX state to copy.
+    ctx = mp.get_context("fork")
+    cores = sorted(os.sched_getaffinity(0))
+    queue = ctx.SimpleQueue()
+    for i in range(jobs):
+        queue.put(cores[i] if jobs <= len(cores) else None)
+    return ctx.Pool(jobs, initializer=_worker_init, initargs=(queue,))
+
+
+def _worker_init(cores) -> None:
+    # A toy model's XLA programs gain nothing from threads, and with one process per
+    # core the threads of each compete for the other's core: single-threaded XLA and
+    # one core per worker made 2 x 8 fits 20-30% faster on 2 cores (benchmarks/README).
+    core = cores.get()
+    if core is not None:
+        os.sched_setaffinity(0, {core})
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_cpu_multi_thread_eigen=false"
+
+
+def summarize(args, dataset: str, runs: list[dict]) -> str:
+    """One data set's comparison table and figures from its ``runs``; returns the table as text."""
     idatas = {f"{r['metrics']['prior']}-{r['metrics']['hyperprior']}":
-              az.from_netcdf(Path(r["dir"]) / "idata.nc") for r in runs}
+              DataTree.from_dict({"posterior": r["posterior"]}) for r in runs}
     cmp = az.compare({f"{r['metrics']['prior']}-{r['metrics']['hyperprior']}": r["loo"]
                       for r in runs}, round_to="none")
     table = pd.DataFrame([r["metrics"] for r in runs])[COLUMNS]
@@ -215,8 +285,8 @@ def run_all(args, dataset: str) -> None:
     plots.weight_posteriors(fig_dir / "weights_last_layer.png",
                             {p: idatas[f"{p}-{hyper}"] for p in args.priors},
                             f"W_{len(DEFAULTS['hidden'])}")
-    split = toy.load(dataset, n_train=args.n_train, n_test=args.n_test, noise=args.noise,
-                     seed=args.seed)
+    noise = _noise(args, dataset)
+    split = toy.load(dataset, n_train=args.n_train, n_test=args.n_test, noise=noise, seed=args.seed)
     xx, yy, _ = split.grid(GRID_POINTS)
     plots.prior_grid(
         fig_dir / "prior_grid.png", xx, yy,
@@ -224,35 +294,41 @@ def run_all(args, dataset: str) -> None:
         {(r["metrics"]["prior"], r["metrics"]["hyperprior"]): r["metrics"]["accuracy"]
          for r in runs},
         split.X_train, split.y_train,
-        title=f"{dataset} (noise {args.noise}): posterior mean of P(class 1), "
+        title=f"{dataset} (noise {noise}): posterior mean of P(class 1), "
               "columns = prior, rows = hyperprior",
     )
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(table.round(4).to_string())
-    print(f"{len(runs)} fits in {wall:.1f} s wall ({args.jobs} jobs); "
-          f"table: {out_dir / 'comparison.csv'}; figures: {fig_dir}/")
+        return (f"{dataset}\n{table.round(4).to_string()}\n"
+                f"table: {out_dir / 'comparison.csv'}; figures: {fig_dir}/")
 
 
-def _report(m: dict, i: int, n: int) -> None:
-    print(f"[{i:2d}/{n}] {m['prior']:>8s}-{m['hyperprior']:<13s} accuracy {m['accuracy']:.3f} "
+def _report(m: dict, i: int, n: int, dataset: bool = False) -> None:
+    name = f"{m['dataset']:>7s} " if dataset else ""
+    print(f"[{i:2d}/{n}] {name}{m['prior']:>8s}-{m['hyperprior']:<13s} accuracy {m['accuracy']:.3f} "
           f"elpd_loo {m['elpd_loo']:9.2f}  fit {m['fit_seconds']:5.1f} s", flush=True)
 
 
-def main(dataset: str, argv=None) -> int:
-    """Entry point of ``python -m experiments.<dataset>``."""
+def main(dataset: str | None = None, argv=None) -> int:
+    """Entry point of ``python -m experiments.<dataset>`` (``None``: ``python -m experiments.toy``)."""
     args = build_parser(dataset).parse_args(argv)
+    datasets = [dataset] if dataset else args.datasets
     use_compilation_cache()
     try:
         if args.all_priors:
-            run_all(args, dataset)
+            run_all(args, datasets)
         else:
-            r = run_one(_config(args, dataset, args.prior, args.hyperprior))
-            m = r["metrics"]
-            print(f"{dataset} {m['prior']}-{m['hyperprior']}: accuracy {m['accuracy']:.3f}, "
-                  f"nll {m['nll']:.3f}, brier {m['brier']:.3f}, ece {m['ece']:.3f}, "
-                  f"elpd_loo {m['elpd_loo']:.1f}, fit {m['fit_seconds']:.1f} s -> {r['dir']}")
+            for d in datasets:
+                r = run_one(_config(args, d, args.prior, args.hyperprior))
+                m = r["metrics"]
+                print(f"{d} {m['prior']}-{m['hyperprior']}: accuracy {m['accuracy']:.3f}, "
+                      f"nll {m['nll']:.3f}, brier {m['brier']:.3f}, ece {m['ece']:.3f}, "
+                      f"elpd_loo {m['elpd_loo']:.1f}, fit {m['fit_seconds']:.1f} s -> {r['dir']}")
     except NonFiniteLossError as err:
-        print(f"python -m experiments.{dataset}: error: {err} (try a smaller --lr or --init-std)",
-              file=sys.stderr)
+        print(f"python -m experiments.{dataset or 'toy'}: error: {err} "
+              "(try a smaller --lr or --init-std)", file=sys.stderr)
         return 1
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -96,20 +96,18 @@ def _fan_in(shape: tuple) -> int:
     return int(np.prod(shape[:-1]))
 
 
-def _initial_means(group, model: pm.Model, rng: np.random.Generator) -> np.ndarray:
+def _initial_means(group, rng: np.random.Generator) -> np.ndarray:
     """Model's initial point, plus N(0, 1/fan_in) noise on every weight matrix.
 
     Biases and scalars start at the initial point (biases at 0, scales at the
     hyperprior's support point). The random weights break the symmetry
-    between hidden units.
+    between hidden units. The initial point is the one PyMC put in the
+    group's ``mu`` (``model.initial_point()`` in q's flat layout).
     """
-    start = model.initial_point()
-    mu = np.zeros(group.ddim)
+    mu = np.asarray(group.params_dict["mu"].get_value(), dtype="float64").copy()
     for name, slc, shape, _ in group.ordering.values():
-        value = np.asarray(start[name], dtype="float64").reshape(shape)
         if len(shape) >= 2:
-            value = value + rng.normal(0.0, 1.0 / np.sqrt(_fan_in(shape)), size=shape)
-        mu[slc] = value.ravel()
+            mu[slc] += rng.normal(0.0, 1.0 / np.sqrt(_fan_in(shape)), size=shape).ravel()
     return mu
 
 
@@ -126,7 +124,7 @@ def initial_params(group, model: pm.Model, method: str, init_std: float, seed: i
     also stores as rho (softplus'ed in ``FullRankGroup.L``).
     """
     dtype = pytensor.config.floatX
-    mu = _initial_means(group, model, np.random.default_rng(seed)).astype(dtype)
+    mu = _initial_means(group, np.random.default_rng(seed)).astype(dtype)
     rho = np.log(np.expm1(init_std))
     if method == "advi":
         return {"mu": mu, "rho": np.full(group.ddim, rho, dtype=dtype)}

@@ -30,7 +30,8 @@ Blundell et al. 2015): see :func:`kl_weights`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable
 
@@ -43,6 +44,7 @@ import pytensor.tensor as pt
 from pymc.sampling.jax import _replace_shared_variables
 from pytensor.compile.mode import JAX
 from pytensor.graph import FunctionGraph
+from pytensor.graph.basic import equal_computations
 from pytensor.graph.replace import graph_replace
 from pytensor.link.jax.dispatch import jax_funcify
 from pytensor.tensor.math import variadic_add
@@ -90,7 +92,7 @@ class Layout:
                 for part, (_, _, shape, dtype) in zip(jnp.split(z, cuts), self.slots)]
 
 
-@dataclass
+@dataclass(eq=False)
 class ModelFunction:
     """A model's log densities and variables as one JAX function, built from one pytensor graph.
 
@@ -103,11 +105,16 @@ class ModelFunction:
     deterministics, named by ``names``. The fit and the posterior's draws
     and predictions all trace this one function, so a model's graph is
     built and rewritten once; JAX drops the outputs a caller does not use.
+
+    Models of the same structure share one instance (:func:`compile_model`),
+    and with it ``jitted``: the jitted functions built on it (the fit's
+    loop, the posterior's evaluators), so JAX traces them once.
     """
 
     fn: Callable
     layout: Layout
     names: tuple[str, ...]
+    jitted: dict = field(default_factory=dict, repr=False)
 
     def log_density(self, values, *data):
         """``(log_prior, log_lik)``."""
@@ -143,6 +150,21 @@ def jaxify(inputs: list, outputs: list) -> Callable:
     return jax_funcify(fgraph)
 
 
+def _graph(model: pm.Model, outputs: list) -> tuple[list, list]:
+    """``(inputs, outputs)``: ``outputs`` as a graph of the value variables and data placeholders.
+
+    The data containers are replaced by placeholders of any length; random
+    variables by their values (free ones transformed back); other shared
+    variables (the lengths of the model's dims) by constants.
+    """
+    containers = list(model.data_vars)
+    batch = [pt.tensor(name=f"{c.name}_batch", dtype=c.dtype, shape=(None, *c.type.shape[1:]))
+             for c in containers]
+    outputs = graph_replace(model.replace_rvs_by_values(outputs), dict(zip(containers, batch)),
+                            strict=False)
+    return [*model.value_vars, *batch], _replace_shared_variables(outputs)
+
+
 def model_function(model: pm.Model, outputs: list) -> Callable:
     """``outputs`` of ``model`` as a JAX function ``f(values, *data) -> list``.
 
@@ -152,15 +174,16 @@ def model_function(model: pm.Model, outputs: list) -> Callable:
     minibatch or new inputs can be passed). Random variables in ``outputs``
     are replaced by their values (free ones transformed back).
     """
-    containers = list(model.data_vars)
-    batch = [pt.tensor(name=f"{c.name}_batch", dtype=c.dtype, shape=(None, *c.type.shape[1:]))
-             for c in containers]
-    outputs = graph_replace(model.replace_rvs_by_values(outputs), dict(zip(containers, batch)),
-                            strict=False)
-    value_vars = model.value_vars
-    fn = jaxify([*value_vars, *batch], outputs)
-    n = len(value_vars)
+    inputs, outputs = _graph(model, outputs)
+    return _as_values_and_data(jaxify(inputs, outputs), len(model.value_vars))
+
+
+def _as_values_and_data(fn: Callable, n: int) -> Callable:
     return lambda values, *data: fn(*values[:n], *data)
+
+
+MEMO_SIZE = 8  # models kept by compile_model for reuse
+_compiled: OrderedDict = OrderedDict()  # id -> (inputs, outputs, ModelFunction), newest last
 
 
 def compile_model(model: pm.Model, ordering) -> ModelFunction:
@@ -171,14 +194,32 @@ def compile_model(model: pm.Model, ordering) -> ModelFunction:
     of all variables come from one ``model.logp`` call: the free variables'
     terms make the log prior, the rest (observed variables, potentials) the
     log likelihood.
+
+    The :data:`MEMO_SIZE` most recent models are kept: a model whose graph
+    computes the same thing as one of them (pytensor's
+    ``equal_computations``: the same operations and constants, only the data
+    differing) gets that model's instance, without a second rewrite or
+    trace. The same builder with the same settings on another data set of
+    the same size is such a model.
     """
     terms = model.logp(jacobian=True, sum=False)
     n_free = len(model.free_RVs)
     log_prior = variadic_add(*(t.sum() for t in terms[:n_free]))
     log_lik = variadic_add(*(t.sum() for t in terms[n_free:]))
     named = [*model.free_RVs, *model.deterministics]
-    return ModelFunction(fn=model_function(model, [log_prior, log_lik, *named]),
-                         layout=Layout.of(model, ordering), names=tuple(v.name for v in named))
+    inputs, outputs = _graph(model, [log_prior, log_lik, *named])
+    layout, names = Layout.of(model, ordering), tuple(v.name for v in named)
+    for key, (ins, outs, known) in reversed(_compiled.items()):
+        if (known.layout == layout and known.names == names and len(ins) == len(inputs)
+                and equal_computations(outputs, outs, inputs, ins)):
+            _compiled.move_to_end(key)
+            return known
+    built = ModelFunction(fn=_as_values_and_data(jaxify(inputs, outputs), len(model.value_vars)),
+                          layout=layout, names=names)
+    _compiled[id(built)] = (inputs, outputs, built)
+    while len(_compiled) > MEMO_SIZE:
+        _compiled.popitem(last=False)
+    return built
 
 
 # --- the variational families ------------------------------------------------
@@ -414,30 +455,36 @@ class JaxFit:
         self.opt_state = self.problem.optimizer.init(self.params)
         self._tree = jax.tree_util.tree_structure((self.params, self.opt_state))
         self.key = jax.random.key(seed)
-        self.loop, self.step, self.epoch_permutation = make_runner(self.problem)
-        self.in_loop: bool | None = None  # decided on the first call of advance
+        # The compiled runners depend on the model's structure and these settings only
+        # (the data is an argument): fits that share them share the runners.
+        shapes = tuple((d.shape, str(d.dtype)) for d in self.problem.data)
+        self.runner = self.problem.density.jitted.setdefault(
+            ("fit", method, optimizer, learning_rate, self.problem.sliced, batch_size, beta,
+             mc_samples, dtype, kl_weighting, shapes), {})
+        if not self.runner:
+            self.runner.update(zip(("loop", "step", "epoch_permutation"), make_runner(self.problem)))
 
     def advance(self, start: int, n: int) -> np.ndarray:
         """Run steps ``start .. start + n - 1``; returns their ELBO estimates."""
-        if self.in_loop is None:
+        runner, data = self.runner, self.problem.data
+        if "in_loop" not in runner:
             # XLA's cost analysis counts the loop's body once: the flops of one step.
-            lowered = self.loop.lower(self.params, self.opt_state, self.key, start, 1,
-                                      self.problem.data)
-            self.in_loop = (lowered.cost_analysis() or {}).get("flops", np.inf) < LOOP_BELOW_FLOPS
-            if self.in_loop:
-                self.loop = lowered.compile()
-        if self.in_loop:
+            lowered = runner["loop"].lower(self.params, self.opt_state, self.key, start, 1, data)
+            runner["in_loop"] = (lowered.cost_analysis() or {}).get("flops", np.inf) < LOOP_BELOW_FLOPS
+            if runner["in_loop"]:
+                runner["loop"] = lowered.compile()
+        if runner["in_loop"]:
             trace = []
             for first in range(start, start + n, CHUNK):
                 k = min(CHUNK, start + n - first)
-                self.params, self.opt_state, part = self.loop(
-                    self.params, self.opt_state, self.key, first, k, self.problem.data)
+                self.params, self.opt_state, part = runner["loop"](
+                    self.params, self.opt_state, self.key, first, k, data)
                 trace.append(part[:k])
             return np.asarray(jnp.concatenate(trace), dtype="float64")
-        perm, elbos = self.epoch_permutation(self.key, start), []
+        perm, elbos = runner["epoch_permutation"](self.key, start), []
         for t in range(start, start + n):
-            self.params, self.opt_state, perm, elbo = self.step(
-                self.params, self.opt_state, self.key, t, perm, self.problem.data)
+            self.params, self.opt_state, perm, elbo = runner["step"](
+                self.params, self.opt_state, self.key, t, perm, data)
             elbos.append(elbo)
         return np.asarray(jnp.stack(elbos), dtype="float64")
 

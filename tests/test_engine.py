@@ -1,5 +1,7 @@
 """The JAX engine: its noise, its softplus, its batches and state, and its agreement with pm.fit."""
 
+from collections import OrderedDict
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,7 +10,7 @@ from jax.extend.random import threefry_2x32
 from scipy import stats
 
 from data import toy
-from inference import draw, fit, noise
+from inference import draw, engine, fit, noise
 from inference.advi import _family, initial_params
 from inference.engine import JaxFit, batch_indices, softplus
 from models import mlp_classifier
@@ -120,18 +122,52 @@ def test_toy_bnn_elbo_matches_pm_fit(moons):
     assert abs(final_a - final_b) < 3.0, results
 
 
-def test_one_structure_on_two_data_sets_is_one_compiled_program():
+def _jax_fit(model):
+    group = _family("advi")(model=model).groups[0]
+    return JaxFit(model, group, initial_params(group, model, "advi", 0.01, 0), method="advi",
+                  optimizer="adam", learning_rate=0.01, batch_size=None, data=("X", "y"),
+                  beta=1.0, mc_samples=1, seed=0, dtype="float64")
+
+
+def _toy_model(name, n_train=60, **kwargs):
+    split = toy.load(name, n_train=n_train, n_test=10, noise=0.2, seed=0)
+    return mlp_classifier(split.X_train, split.y_train, hidden=(3, 4),
+                          **{"prior": "cauchy", "hyperprior": "halfnormal", **kwargs})
+
+
+def test_one_structure_on_two_data_sets_is_one_compiled_program(monkeypatch):
     # The data are arguments of the compiled loop, not constants in it: the same
-    # prior pair on moons and on circles is one entry of JAX's compilation cache.
+    # prior pair on moons and on circles is one entry of JAX's compilation cache
+    # (which outlives the process, unlike compile_model's memo, emptied here).
     texts = []
     for name in ("moons", "circles"):
-        split = toy.load(name, n_train=60, n_test=10, noise=0.2, seed=0)
-        model = mlp_classifier(split.X_train, split.y_train, hidden=(3, 4), prior="cauchy",
-                               hyperprior="halfnormal")
-        group = _family("advi")(model=model).groups[0]
-        run = JaxFit(model, group, initial_params(group, model, "advi", 0.01, 0), method="advi",
-                     optimizer="adam", learning_rate=0.01, batch_size=None, data=("X", "y"),
-                     beta=1.0, mc_samples=1, seed=0, dtype="float64")
-        lowered = run.loop.lower(run.params, run.opt_state, run.key, 0, 1, run.problem.data)
+        monkeypatch.setattr(engine, "_compiled", OrderedDict())
+        run = _jax_fit(_toy_model(name))
+        lowered = run.runner["loop"].lower(run.params, run.opt_state, run.key, 0, 1,
+                                           run.problem.data)
         texts.append(lowered.as_text(debug_info=False))
     assert texts[0] == texts[1]
+
+
+def test_models_of_one_structure_share_their_compiled_functions(monkeypatch):
+    monkeypatch.setattr(engine, "_compiled", OrderedDict())
+    moons, circles = _jax_fit(_toy_model("moons")), _jax_fit(_toy_model("circles"))
+    assert circles.problem.density is moons.problem.density
+    assert circles.runner is moons.runner
+    # Another structure: other constants (a prior scale, the data size) or other priors.
+    for other in (_toy_model("circles", n_train=61), _toy_model("circles", prior="laplace"),
+                  _toy_model("circles", hyperprior="fixed")):
+        assert _jax_fit(other).problem.density is not moons.problem.density
+
+
+def test_sharing_compiled_functions_leaves_the_fit_unchanged(monkeypatch):
+    settings = dict(steps=300, learning_rate=0.05, seed=1, progressbar=False)
+    monkeypatch.setattr(engine, "_compiled", OrderedDict())
+    alone = fit(_toy_model("circles"), **settings)
+    monkeypatch.setattr(engine, "_compiled", OrderedDict())
+    fit(_toy_model("moons"), **settings)
+    shared = fit(_toy_model("circles"), **settings)
+    assert shared.cache["model"] is not alone.cache["model"]  # really rebuilt, then shared
+    np.testing.assert_array_equal(shared.elbo, alone.elbo)
+    a, b = draw(alone, 50, seed=2), draw(shared, 50, seed=2)
+    np.testing.assert_array_equal(a.log_p, b.log_p)

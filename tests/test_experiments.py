@@ -87,23 +87,41 @@ def test_a_run_writes_the_output_contract(tmp_path):
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no temp leftovers
 
 
-def test_all_priors_compares_the_grid(tmp_path):
+def test_all_priors_compares_the_grid_on_each_data_set(tmp_path):
     # A 2 x 2 grid keeps CI short; the 16 pairs are fitted in test_models.py.
-    proc = run("circles", "--all-priors", "--priors", "laplace,cauchy",
-               "--hyperpriors", "fixed,inversegamma", "--steps", "300", "--draws", "60",
-               "--n-train", "200", "--n-test", "100", "--out", "res", "--figures", "fig",
-               cwd=tmp_path)
+    grid = ["--all-priors", "--priors", "laplace,cauchy", "--hyperpriors", "fixed,inversegamma",
+            "--steps", "300", "--draws", "60", "--n-train", "200", "--n-test", "100"]
+    proc = run("toy", *grid, "--out", "res", "--figures", "fig", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    table = pd.read_csv(tmp_path / "res" / "circles" / "comparison.csv", index_col=0)
-    assert sorted(table.index) == ["cauchy-fixed", "cauchy-inversegamma", "laplace-fixed",
-                                   "laplace-inversegamma"]
-    assert table["rank"].tolist() == [0, 1, 2, 3]
-    assert (table["elpd_loo"].diff().dropna() <= 1e-9).all()  # ranked by ELPD
-    assert {"accuracy", "nll", "ece", "elpd_loo", "pareto_k_max"} <= set(table.columns)
-    assert len(list((tmp_path / "res" / "circles").glob("*-s0/metrics.json"))) == 4
-    for name in ("compare", "forest_scales", "weights_last_layer", "prior_grid"):
-        assert (tmp_path / "fig" / "circles" / f"{name}.png").stat().st_size > 0
-    assert "4 fits in" in proc.stdout and "cauchy-inversegamma" in proc.stdout
+    for dataset in ("moons", "circles"):
+        table = pd.read_csv(tmp_path / "res" / dataset / "comparison.csv", index_col=0)
+        assert sorted(table.index) == ["cauchy-fixed", "cauchy-inversegamma", "laplace-fixed",
+                                       "laplace-inversegamma"]
+        assert table["rank"].tolist() == [0, 1, 2, 3]
+        assert (table["elpd_loo"].diff().dropna() <= 1e-9).all()  # ranked by ELPD
+        assert {"accuracy", "nll", "ece", "elpd_loo", "pareto_k_max"} <= set(table.columns)
+        assert len(list((tmp_path / "res" / dataset).glob("*-s0/metrics.json"))) == 4
+        for name in ("compare", "forest_scales", "weights_last_layer", "prior_grid"):
+            assert (tmp_path / "fig" / dataset / f"{name}.png").stat().st_size > 0
+    assert "8 fits in" in proc.stdout and "circles   cauchy-inversegamma" in proc.stdout
+
+    # One data set's command writes what the two-data-set command wrote for it.
+    proc = run("circles", *grid, "--priors", "cauchy", "--hyperpriors", "inversegamma",
+               "--out", "alone", "--figures", "fig_alone", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "1 fit in" in proc.stdout
+    both, alone = (json.loads((tmp_path / d / "circles" / "cauchy-inversegamma-s0" /
+                               "metrics.json").read_text()) for d in ("res", "alone"))
+    for key in ("elbo_final", "elpd_loo", "accuracy", "nll"):
+        assert both[key] == alone[key]
+
+
+def test_toy_command_checks_its_data_sets(tmp_path):
+    proc = run("toy", "--datasets", "moons,spirals", "--out", "out", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("python -m experiments.toy: error: argument --datasets: want "
+                                   "distinct names from moons, circles, got 'moons,spirals'")
+    assert not (tmp_path / "out").exists()
 
 
 def test_compilation_cache_folder(monkeypatch, tmp_path):

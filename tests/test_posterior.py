@@ -93,7 +93,7 @@ def test_draws_evaluated_in_blocks_equal_draws_one_at_a_time(fitted, monkeypatch
     split, result, draws = fitted
     blocked = predict_proba(result, draws, split.X_test)
     monkeypatch.setattr(posterior, "MAP_BYTES", 1)  # one draw per block
-    result.cache.pop(("evaluator", ("p",)))
+    posterior.compiled_model(result).jitted.pop(("evaluator", ("p",)))
     np.testing.assert_allclose(predict_proba(result, draws, split.X_test), blocked, rtol=1e-12)
 
 
