@@ -242,7 +242,7 @@ def _pool(jobs: int):
     # Fork: the workers start with everything imported (about 4 s each otherwise).
     # Nothing in this process has started JAX yet, so there is no JAX state to copy.
     ctx = mp.get_context("fork")
-    cores = sorted(os.sched_getaffinity(0))
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     queue = ctx.SimpleQueue()
     for i in range(jobs):
         queue.put(cores[i] if jobs <= len(cores) else None)
