@@ -175,7 +175,7 @@ def main(argv=None) -> int:
         # The engine fits the model on the whole training set, drawing its own batches.
         full = zoo_model(args.model, X_host, data.y_train, n)
         group = _family("advi")(model=full, random_seed=SEED).groups[0]
-        engine = JaxFit(full, group, initial_params(group, full, "advi", INIT_STD, SEED),
+        engine = JaxFit(full, group, initial_params(group, "advi", INIT_STD, SEED),
                         method="advi", optimizer="adam", learning_rate=LR, batch_size=B,
                         data=("X", "y"), beta=1.0, mc_samples=1, seed=SEED, dtype="float32")
         # PyMC's step sees one batch at a time through its pm.Data containers.

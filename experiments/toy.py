@@ -261,12 +261,11 @@ def _worker_init(cores) -> None:
 
 def summarize(args, dataset: str, runs: list[dict]) -> str:
     """One data set's comparison table and figures from its ``runs``; returns the table as text."""
-    idatas = {f"{r['metrics']['prior']}-{r['metrics']['hyperprior']}":
-              DataTree.from_dict({"posterior": r["posterior"]}) for r in runs}
-    cmp = az.compare({f"{r['metrics']['prior']}-{r['metrics']['hyperprior']}": r["loo"]
-                      for r in runs}, round_to="none")
+    names = [f"{r['metrics']['prior']}-{r['metrics']['hyperprior']}" for r in runs]
+    idatas = {name: DataTree.from_dict({"posterior": r["posterior"]}) for name, r in zip(names, runs)}
+    cmp = az.compare({name: r["loo"] for name, r in zip(names, runs)}, round_to="none")
     table = pd.DataFrame([r["metrics"] for r in runs])[COLUMNS]
-    table.insert(0, "model", [f"{p}-{h}" for p, h in zip(table.prior, table.hyperprior)])
+    table.insert(0, "model", names)
     table = (table.set_index("model").join(cmp[["rank", "elpd_diff", "dse", "weight"]])
              .sort_values("rank"))
     out_dir = args.out / dataset
@@ -310,7 +309,8 @@ def _report(m: dict, i: int, n: int, dataset: bool = False) -> None:
 
 def main(dataset: str | None = None, argv=None) -> int:
     """Entry point of ``python -m experiments.<dataset>`` (``None``: ``python -m experiments.toy``)."""
-    args = build_parser(dataset).parse_args(argv)
+    parser = build_parser(dataset)
+    args = parser.parse_args(argv)
     datasets = [dataset] if dataset else args.datasets
     use_compilation_cache()
     try:
@@ -324,8 +324,7 @@ def main(dataset: str | None = None, argv=None) -> int:
                       f"nll {m['nll']:.3f}, brier {m['brier']:.3f}, ece {m['ece']:.3f}, "
                       f"elpd_loo {m['elpd_loo']:.1f}, fit {m['fit_seconds']:.1f} s -> {r['dir']}")
     except NonFiniteLossError as err:
-        print(f"python -m experiments.{dataset or 'toy'}: error: {err} "
-              "(try a smaller --lr or --init-std)", file=sys.stderr)
+        print(f"{parser.prog}: error: {err} (try a smaller --lr or --init-std)", file=sys.stderr)
         return 1
     return 0
 

@@ -115,7 +115,7 @@ def _family(method: str):
     return pmvi.MeanField if method == "advi" else pmvi.FullRank
 
 
-def initial_params(group, model: pm.Model, method: str, init_std: float, seed: int) -> dict:
+def initial_params(group, method: str, init_std: float, seed: int) -> dict:
     """Initial variational parameters in PyMC's layout, in ``floatX``.
 
     Random means (:func:`_initial_means`) and the same std ``init_std`` for
@@ -191,7 +191,7 @@ def build_step(
     inference = pmvi.KLqp(_family(method)(model=model, random_seed=seed if stream is None else stream),
                           beta=beta)
     group = inference.approx.groups[0]
-    for name, value in initial_params(group, model, method, init_std, seed).items():
+    for name, value in initial_params(group, method, init_std, seed).items():
         group.params_dict[name].set_value(value)
 
     replacements = {}
@@ -266,7 +266,7 @@ class _JaxSteps:
     def __init__(self, model, *, method, init_std, seed, **settings):
         self.approx = _family(method)(model=model, random_seed=seed)
         self.group = self.approx.groups[0]
-        init = initial_params(self.group, model, method, init_std, seed)
+        init = initial_params(self.group, method, init_std, seed)
         self.fit = engine_mod.JaxFit(model, self.group, init, method=method, seed=seed,
                                  dtype=pytensor.config.floatX, **settings)
         self.advance, self.arrays, self.load = self.fit.advance, self.fit.arrays, self.fit.load

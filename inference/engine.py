@@ -142,10 +142,10 @@ def jaxify(inputs: list, outputs: list) -> Callable:
     ``local_remove_check_parameter`` rewrite (what ``pm.Model(check_bounds=False)``
     does): the parameter checks of every log density go. They cannot fail
     here, since q lives in the unconstrained space where every value is in
-    its variable's support. Shared variables other than the inputs become
-    constants.
+    its variable's support. ``outputs`` may hold no shared variables other
+    than ``inputs`` (:func:`_graph` turns them into constants).
     """
-    fgraph = FunctionGraph(inputs=inputs, outputs=_replace_shared_variables(outputs), clone=True)
+    fgraph = FunctionGraph(inputs=inputs, outputs=outputs, clone=True)
     JAX.including("local_remove_check_parameter").optimizer.rewrite(fgraph)
     return jax_funcify(fgraph)
 

@@ -72,7 +72,7 @@ def moons():
 def test_state_is_updated_in_place(moons):
     model = mlp_classifier(moons.X_train, moons.y_train, hidden=(5, 5))
     group = _family("advi")(model=model).groups[0]
-    run = JaxFit(model, group, initial_params(group, model, "advi", 0.01, 0), method="advi",
+    run = JaxFit(model, group, initial_params(group, "advi", 0.01, 0), method="advi",
                  optimizer="adam", learning_rate=0.01, batch_size=32, data=("X", "y"), beta=1.0,
                  mc_samples=1, seed=0, dtype="float64")
     before = jax.tree_util.tree_leaves((run.params, run.opt_state))
@@ -111,12 +111,12 @@ def test_toy_bnn_elbo_matches_pm_fit(moons):
     and the other did not, once each way.
     """
     results = {}
-    for engine in ("jax", "pymc"):
+    for name in ("jax", "pymc"):
         model = mlp_classifier(moons.X_train, moons.y_train, hidden=(5, 5))
-        result = fit(model, steps=10_000, learning_rate=0.05, engine=engine, seed=0,
+        result = fit(model, steps=10_000, learning_rate=0.05, engine=name, seed=0,
                      progressbar=False)
         d = draw(result, 4000, seed=1)
-        results[engine] = (result.elbo_final, np.mean(d.log_p - d.log_q))
+        results[name] = (result.elbo_final, np.mean(d.log_p - d.log_q))
     (trace_a, final_a), (trace_b, final_b) = results["jax"], results["pymc"]
     assert abs(trace_a - trace_b) < 1.5, results
     assert abs(final_a - final_b) < 3.0, results
@@ -124,7 +124,7 @@ def test_toy_bnn_elbo_matches_pm_fit(moons):
 
 def _jax_fit(model):
     group = _family("advi")(model=model).groups[0]
-    return JaxFit(model, group, initial_params(group, model, "advi", 0.01, 0), method="advi",
+    return JaxFit(model, group, initial_params(group, "advi", 0.01, 0), method="advi",
                   optimizer="adam", learning_rate=0.01, batch_size=None, data=("X", "y"),
                   beta=1.0, mc_samples=1, seed=0, dtype="float64")
 
