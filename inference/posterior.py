@@ -9,16 +9,18 @@ lives: PSIS-LOO for variational posteriors
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import arviz as az
 import jax
 import numpy as np
 import pymc as pm
+from arviz_stats.utils import ELPDDataLOO
 from jax.extend import core as jax_core
 from xarray import DataTree
 
-from inference import engine
+from inference import engine, psis
 from inference.advi import FitResult
 
 
@@ -238,10 +240,30 @@ def to_datatree(
     )
 
 
-def loo(idata: DataTree):
-    """PSIS-LOO corrected for the approximate posterior (uses log p and log q)."""
+def loo(idata: DataTree, var_name: str = "y") -> ELPDDataLOO:
+    """PSIS-LOO corrected for the approximate posterior (uses log p and log q), pointwise.
+
+    What ``az.loo_approximate_posterior(idata, log_p, log_q, var_name=...)``
+    returns, computed over all observations at once (:mod:`inference.psis`):
+    ArviZ's own per-observation loop takes 0.8 s of a 4 s toy fit.
+    """
     stats = idata["sample_stats"]
-    return az.loo_approximate_posterior(
-        idata, log_p=stats["log_p"].values.ravel(), log_q=stats["log_q"].values.ravel(),
-        var_name="y",
-    )
+    log_lik = idata["log_likelihood"][var_name]
+    obs_dims = [d for d in log_lik.dims if d not in ("chain", "draw")]
+    log_lik = log_lik.transpose("chain", "draw", *obs_dims)
+    n_samples = log_lik.sizes["chain"] * log_lik.sizes["draw"]
+    values = log_lik.values.reshape(n_samples, -1)
+    elpd_i, pareto_k, p_loo_i = (
+        log_lik.isel(chain=0, draw=0, drop=True).copy(data=v.reshape(log_lik.shape[2:]))
+        for v in psis.loo_approximate_posterior(
+            values, stats["log_p"].values.ravel(), stats["log_q"].values.ravel()))
+    good_k = min(1 - 1 / np.log10(n_samples), 0.7) if n_samples > 1 else 0.7
+    warning = bool(np.any(pareto_k.values > good_k))
+    if warning:
+        warnings.warn(f"Estimated shape parameter of Pareto distribution is greater than {good_k:.2f} "
+                      "for one or more samples: importance sampling is less reliable for them.",
+                      stacklevel=2)
+    elpd, se, p_loo, _ = elpd_i.azstats.loo_summary(p_loo_i)
+    return ELPDDataLOO(elpd=elpd, se=se, p=p_loo, n_samples=n_samples, n_data_points=values.shape[1],
+                       scale="log", warning=warning, good_k=good_k, elpd_i=elpd_i, pareto_k=pareto_k,
+                       approx_posterior=True)

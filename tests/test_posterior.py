@@ -1,13 +1,16 @@
 """Draws, log q / log p, predictions and the DataTree."""
 
+import warnings
+
 import arviz as az
 import numpy as np
 import pytest
 import scipy.stats as st
+import xarray as xr
 
 from data import toy
 from evaluation.metrics import accuracy
-from inference import draw, fit, loo, predict_proba, to_datatree
+from inference import draw, fit, loo, predict_proba, psis, to_datatree
 from inference.posterior import predict as posterior_predict
 from models import mlp_classifier
 
@@ -85,6 +88,54 @@ def test_datatree_groups_dims_and_netcdf_roundtrip(fitted, tmp_path):
     assert back.attrs["inference_library"] == "pymc"
     elpd = loo(back)
     assert np.isfinite(elpd.elpd) and elpd.elpd < 0
+
+
+def test_loo_is_arviz_loo_approximate_posterior(fitted):
+    split, result, draws = fitted
+    idata = to_datatree(result, draws, X_train=split.X_train, y_train=split.y_train,
+                        X_test=split.X_test, y_test=split.y_test)
+    stats = idata["sample_stats"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Pareto-k warnings, from both
+        ref = az.loo_approximate_posterior(idata, log_p=stats["log_p"].values.ravel(),
+                                           log_q=stats["log_q"].values.ravel(), var_name="y")
+        ours = loo(idata)
+    for key in ("elpd", "se", "p"):
+        assert getattr(ours, key) == pytest.approx(getattr(ref, key), rel=1e-10)
+    for key in ("elpd_i", "pareto_k"):
+        assert getattr(ours, key).dims == getattr(ref, key).dims == ("obs",)
+        np.testing.assert_allclose(getattr(ours, key).values, getattr(ref, key).values, rtol=1e-10)
+    assert (ours.n_samples, ours.n_data_points, ours.good_k, ours.warning, ours.approx_posterior) == (
+        ref.n_samples, ref.n_data_points, ref.good_k, ref.warning, True)
+
+
+@pytest.mark.parametrize("draws", [30, 400, 2000])
+def test_psis_matches_arviz_on_heavy_tails_and_ties(draws):
+    # Light and heavy tails (Pareto k from ~0.3 to > 1), and rounded values (ties in the tail).
+    rng = np.random.default_rng(draws)
+    log_lik = np.column_stack([rng.normal(-1, 0.3, draws), -np.abs(rng.standard_t(1.5, draws)),
+                               np.round(rng.normal(-2, 1, draws)), rng.normal(-1, 3, draws),
+                               -rng.exponential(5, draws)])
+    log_q = rng.normal(0, 1, draws)
+    log_p = log_q + rng.normal(0, 0.1, draws)
+    tree = xr.DataTree.from_dict({
+        "log_likelihood": xr.Dataset({"y": (("chain", "draw", "obs"), log_lik[None])}),
+        "sample_stats": xr.Dataset({"log_p": (("chain", "draw"), log_p[None]),
+                                    "log_q": (("chain", "draw"), log_q[None])}),
+    })
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = az.loo_approximate_posterior(tree, log_p=log_p, log_q=log_q, var_name="y")
+        ours = loo(tree)
+    assert np.nanmax(ref.pareto_k.values) > 1 and np.nanmin(ref.pareto_k.values) < 0.7
+    np.testing.assert_allclose(ours.pareto_k.values, ref.pareto_k.values, rtol=1e-10)
+    np.testing.assert_allclose(ours.elpd_i.values, ref.elpd_i.values, rtol=1e-10)
+    assert ours.p == pytest.approx(ref.p, rel=1e-10)
+
+
+def test_psis_needs_25_draws():
+    with pytest.raises(ValueError, match="at least 25 draws, got 24"):
+        psis.loo_approximate_posterior(np.zeros((24, 3)), np.zeros(24), np.zeros(24))
 
 
 def test_draws_evaluated_in_blocks_equal_draws_one_at_a_time(fitted, monkeypatch):

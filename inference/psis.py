@@ -1,0 +1,103 @@
+"""Pareto-smoothed importance sampling LOO for variational posteriors, over all observations at once.
+
+The same computation as ArviZ's ``az.loo_approximate_posterior`` (arviz-stats
+1.x: PSIS of Vehtari et al. 2024 with the approximate-posterior correction of
+Magnusson et al. 2019), written with numpy operations over the observation
+axis. ArviZ runs it one observation at a time in Python (``np.vectorize``),
+about 1 ms per observation, 0.8 s for one toy fit; this takes a few ms.
+``tests/test_posterior.py`` checks both agree to 1e-10 on real fits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import logsumexp
+
+PRIOR_K = 10  # weakly informative prior on the Pareto shape: N(0.5, ...) worth 10 observations
+PRIOR_BS = 3  # Zhang & Stephens' grid scale
+
+
+def tail_length(n_draws: int) -> int:
+    """Draws in the fitted right tail: ``3 sqrt(S)`` above 225 draws, else ``S / 5``."""
+    return int(np.floor(3 * n_draws**0.5 if n_draws > 225 else n_draws / 5))
+
+
+def gpd_fit(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Generalized Pareto (shape k, scale sigma) of each row of ``x`` (sorted ascending, >= 0).
+
+    Zhang & Stephens' empirical Bayes estimate with the prior on k of
+    Vehtari et al. (2024). NaN for rows whose first quartile is not above
+    their minimum (far from a generalized Pareto).
+    """
+    n = x.shape[-1]
+    m = 30 + int(n**0.5)
+    xstar = x[:, int(n / 4 + 0.5) - 1]  # first quartile
+    valid = xstar > x[:, 0]
+    xstar = np.where(valid, xstar, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        b = (1 - np.sqrt(m / (np.arange(1, m + 1) - 0.5)))[None, :] / (PRIOR_BS * xstar[:, None])
+        b = b + 1 / x[:, -1:]
+        k = np.mean(np.log1p(-b[:, :, None] * x[:, None, :]), axis=2)
+        log_lik = n * (np.log(-b / k) - k - 1)
+        w = np.exp(log_lik - logsumexp(log_lik, axis=1, keepdims=True))
+        w = np.where(w >= 10 * np.finfo(float).eps, w, 0.0)  # negligible weights dropped
+        w = w / w.sum(axis=1, keepdims=True)
+        b_post = np.sum(b * w, axis=1)
+        k = np.mean(np.log1p(-b_post[:, None] * x), axis=1)
+        sigma = -k / b_post
+    k = (n * k + PRIOR_K * 0.5) / (n + PRIOR_K)
+    k = np.where(np.isnan(k), np.inf, k)
+    return np.where(valid, k, np.nan), np.where(valid, sigma, np.nan)
+
+
+def gpd_quantile(p: np.ndarray, k: np.ndarray, sigma: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """Quantiles ``p`` (a row) of generalized Paretos with (k, sigma, mu) per row; NaN where sigma <= 0."""
+    k, sigma, mu = k[:, None], sigma[:, None], mu[:, None]
+    safe_k = np.where(k == 0, 1.0, k)
+    with np.errstate(invalid="ignore"):
+        q = np.where(k == 0, mu - sigma * np.log1p(-p),
+                     mu + sigma * np.expm1(-safe_k * np.log1p(-p)) / safe_k)
+        return np.where(sigma > 0, q, np.nan)
+
+
+def psis_log_weights(log_ratios: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pareto-smoothed, normalised log importance weights of each row, and each row's Pareto k."""
+    n_obs, S = log_ratios.shape
+    M = tail_length(S)
+    if M < 5:
+        raise ValueError(f"PSIS needs at least 25 draws, got {S}")
+    lw = log_ratios - log_ratios.max(axis=1, keepdims=True)
+    order = np.argsort(lw, axis=1)
+    tail_idx = order[:, S - M:]
+    tail = np.take_along_axis(lw, tail_idx, axis=1)  # ascending
+    cutoff = np.take_along_axis(lw, order[:, S - M - 1 : S - M], axis=1)[:, 0]
+    if np.any(np.abs(tail[:, -1] - tail[:, 0]) < np.finfo(float).tiny):
+        raise ValueError("All tail values are the same")
+    k, sigma = gpd_fit(np.exp(tail) - np.exp(cutoff)[:, None])
+    smooth = np.isfinite(k)
+    if smooth.any():
+        p = (np.arange(0.5, M) / M)[None, :]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            smoothed = np.log(gpd_quantile(p, k[smooth], sigma[smooth], np.exp(cutoff[smooth])))
+        max_tail = tail[smooth, -1:]
+        smoothed = np.where(smoothed > max_tail, max_tail, smoothed)
+        rows = np.flatnonzero(smooth)[:, None]
+        lw[rows, tail_idx[smooth]] = smoothed
+    return lw - logsumexp(lw, axis=1, keepdims=True), k
+
+
+def loo_approximate_posterior(log_lik: np.ndarray, log_p: np.ndarray, log_q: np.ndarray):
+    """Pointwise PSIS-LOO of draws from an approximation q of the posterior p.
+
+    ``log_lik`` is ``(draws, n)``, ``log_p`` and ``log_q`` are ``(draws,)``.
+    Returns ``(elpd_i, pareto_k, p_loo_i)``, each ``(n,)``.
+    """
+    log_lik = np.asarray(log_lik, dtype=float).T  # (n, S)
+    correction = np.asarray(log_p, dtype=float) - np.asarray(log_q, dtype=float)
+    correction = correction - correction.max()
+    log_ratios = -log_lik + correction
+    log_ratios = log_ratios - log_ratios.max(axis=1, keepdims=True)
+    lw, k = psis_log_weights(log_ratios)
+    elpd_i = logsumexp(lw + log_lik, axis=1)
+    lppd_i = logsumexp(log_lik, axis=1, b=1 / log_lik.shape[1])
+    return elpd_i, k, lppd_i - elpd_i
