@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import arviz as az
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pymc as pm
 from arviz_stats.utils import ELPDDataLOO
@@ -83,9 +84,16 @@ def _evaluator(result: FitResult, outputs: tuple[str, ...]):
         @jax.jit
         def evaluate(Z, *data):
             one = jax.make_jaxpr(lambda z, *data: fn(unflatten(z), *data))(Z[0], *data)
-            block = int(np.clip(MAP_BYTES // max(_jaxpr_bytes(one.jaxpr), 1), 1, len(Z)))
-            return jax.lax.map(lambda z: jax.core.eval_jaxpr(one.jaxpr, one.consts, z, *data),
-                               Z, batch_size=block)
+            n = len(Z)
+            largest = int(np.clip(MAP_BYTES // max(_jaxpr_bytes(one.jaxpr), 1), 1, n))
+            # Equal blocks (Z padded with copies of its last row): lax.map compiles
+            # one more copy of the body for a remainder (on the toy: 1.5 s -> 0.8 s).
+            blocks = -(-n // largest)
+            block = -(-n // blocks)
+            Z = jnp.concatenate([Z, jnp.broadcast_to(Z[-1:], (blocks * block - n, *Z.shape[1:]))])
+            out = jax.lax.map(lambda z: jax.core.eval_jaxpr(one.jaxpr, one.consts, z, *data),
+                              Z, batch_size=block)
+            return [o[:n] for o in out]
 
         functions.jitted[key] = evaluate
     return functions.jitted[key]

@@ -138,14 +138,24 @@ def test_psis_needs_25_draws():
         psis.loo_approximate_posterior(np.zeros((24, 3)), np.zeros(24), np.zeros(24))
 
 
-def test_draws_evaluated_in_blocks_equal_draws_one_at_a_time(fitted, monkeypatch):
+@pytest.mark.parametrize("map_bytes", [2**22, 2**24])  # blocks of 2 and 10 draws, padded
+def test_draws_evaluated_in_blocks_equal_draws_one_at_a_time(fitted, monkeypatch, map_bytes):
     from inference import posterior
 
     split, result, draws = fitted
-    blocked = predict_proba(result, draws, split.X_test)
+    some = posterior.Draws(z=draws.z[:37], log_q=draws.log_q[:37], log_p=draws.log_p[:37],
+                           posterior={k: v[:37] for k, v in draws.posterior.items()})  # 37: prime
+    key = ("evaluator", ("p",))
+    monkeypatch.setattr(posterior, "MAP_BYTES", map_bytes)
+    posterior.compiled_model(result).jitted.pop(key, None)
+    blocked = predict_proba(result, some, split.X_test)
+    jaxpr = posterior.compiled_model(result).jitted[key].trace(
+        some.z, *posterior._data(result.model, X=np.zeros((2048, 2)))).jaxpr
+    assert "scan" in str(jaxpr)  # evaluated in blocks, not all at once
     monkeypatch.setattr(posterior, "MAP_BYTES", 1)  # one draw per block
-    posterior.compiled_model(result).jitted.pop(("evaluator", ("p",)))
-    np.testing.assert_allclose(predict_proba(result, draws, split.X_test), blocked, rtol=1e-12)
+    posterior.compiled_model(result).jitted.pop(key)
+    np.testing.assert_allclose(predict_proba(result, some, split.X_test), blocked, rtol=1e-12)
+    np.testing.assert_allclose(blocked, predict_proba(result, draws, split.X_test)[:37], rtol=1e-12)
 
 
 def test_predict_names_an_unknown_variable(fitted):
