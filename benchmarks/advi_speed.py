@@ -4,7 +4,7 @@
                                     [--batch-size 128] [--blocks 5] [--data-dir DIR]
 
 One process, float32, MNIST, batch 128, mean-field Gaussian q, Adam, one
-Monte Carlo draw per step, N(0, 1) priors on every weight and bias. All four
+Monte Carlo draw per step, N(0, 1) priors on every weight and bias. All five
 see the same minibatches: the rows the engine draws on the device
 (:func:`inference.engine.batch_indices`), gathered from device-resident data
 inside each jitted step (for pm.fit, copied into its ``pm.Data`` containers
@@ -16,6 +16,9 @@ by ``set_value``, which is how ``pm.fit`` takes minibatches from NumPy).
   ``pm.fit(method="advi", backend="jax")`` iterates), one Python call per step.
 - ``numpyro``: NumPyro SVI, ``AutoNormal`` guide, ``Trace_ELBO``, the same
   architecture written in JAX, ``jax.jit(svi.update)`` once per step.
+- ``handwritten_bbb``: the engine's computation (same q parametrisation,
+  noise generator, prior and Adam) written by hand in JAX for this one
+  network: the floor for the engine, without PyMC's graph.
 - ``deterministic``: the same network trained by plain cross-entropy with
   optax Adam, ``jax.jit`` once per step: the floor for one forward and one
   backward pass.
@@ -25,14 +28,13 @@ conv(32, 5x5)-pool-conv(32, 5x5)-pool-64-10 with tanh, NCHW. Timings are the
 median ms/step over ``--blocks`` interleaved blocks (each engine runs a block
 in turn, so all see the same machine state) after a warm-up that compiles.
 Prints a table and the ratios; ``--json`` writes ``engine_ms``,
-``pymc_fit_ms``, ``numpyro_ms``, ``deterministic_ms`` and the set-up.
+``pymc_fit_ms``, ``numpyro_ms``, ``handwritten_bbb_ms``, ``deterministic_ms`` and the set-up.
 NumPyro comes with the ``bench`` extra: ``pip install -e '.[bench]'``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import time
@@ -45,7 +47,7 @@ import optax
 from jax import lax
 
 from data import mnist
-from inference import precision
+from inference import noise, precision
 from inference.advi import _family, build_step, initial_params
 from inference.engine import JaxFit, batch_indices
 from inference.io import write_json
@@ -99,6 +101,43 @@ def deterministic(model: str, X, y):
         return (optax.apply_updates(p, updates), s), value
 
     return step, (params, opt.init(params))
+
+
+def handwritten_bbb(model: str, X, y, n: int):
+    """The engine's mean-field step written directly in JAX: what it costs without PyMC's graph.
+
+    The same q (``w = mu + softplus(rho) * eps``, ``eps`` from
+    :mod:`inference.noise`), N(0, 1) prior, one draw, the batch's log
+    likelihood scaled by ``n / B``, Adam on ``(mu, rho)``. Its ratio to the
+    deterministic step is what Bayes by Backprop itself costs on this machine.
+    """
+    rng = np.random.default_rng(SEED)
+    offsets = np.cumsum([0, *(int(np.prod(s)) for s in shapes(model))])
+    words = noise.key_words(jax.random.key(SEED))
+    q = {"mu": [jnp.asarray(rng.normal(0, INIT_STD, s), jnp.float32) for s in shapes(model)],
+         "rho": [jnp.full(s, np.log(np.expm1(INIT_STD)), jnp.float32) for s in shapes(model)]}
+    opt = optax.adam(LR)
+
+    def neg_elbo(q, t, idx):
+        weights, log_prior, entropy = [], 0.0, 0.0
+        for offset, shape, mu, rho in zip(offsets, shapes(model), q["mu"], q["rho"]):
+            sigma = jax.nn.softplus(rho)
+            w = mu + sigma * noise.normal(words, t, int(offset), shape, jnp.float32)
+            weights.append(w)
+            log_prior += -0.5 * jnp.sum(w * w)
+            entropy += jnp.sum(jnp.log(sigma))
+        logp = jax.nn.log_softmax(logits(model, weights, X[idx]))
+        log_lik = jnp.sum(jnp.take_along_axis(logp, y[idx][:, None], axis=1))
+        return -(log_lik * (n / len(idx)) + log_prior + entropy)
+
+    @jax.jit
+    def step(state, t, idx):
+        q, s = state
+        value, g = jax.value_and_grad(neg_elbo)(q, t, idx)
+        updates, s = opt.update(g, s, q)
+        return (optax.apply_updates(q, updates), s), value
+
+    return step, (q, opt.init(q))
 
 
 def numpyro_svi(model: str, X, y, n: int):
@@ -161,7 +200,10 @@ def main(argv=None) -> int:
     if args.steps < args.blocks or args.blocks < 1:
         p.error("--steps must be >= --blocks >= 1")
 
-    data = mnist.load(args.data_dir)
+    try:
+        data = mnist.load(args.data_dir)
+    except mnist.MNISTError as e:
+        p.error(str(e))
     X_host = data.X_train if args.model == "cnn" else data.flat(data.X_train)
     n, B = len(X_host), args.batch_size
     warmup, per_block = 3, args.steps // args.blocks
@@ -185,6 +227,7 @@ def main(argv=None) -> int:
     y_dtype = one["y"].get_value().dtype  # pm.Data keeps small labels in a narrow dtype
     det_step, det_state = deterministic(args.model, X, y)
     svi_step, svi_state = numpyro_svi(args.model, X, y, n)
+    bbb_step, bbb_state = handwritten_bbb(args.model, X, y, n)
 
     def run_engine(t, k):
         return engine.advance(t, k)[-1]
@@ -202,6 +245,12 @@ def main(argv=None) -> int:
             svi_state, value = svi_step(svi_state, rows[i])
         return float(value)  # waits for the device
 
+    def run_bbb(t, k):
+        nonlocal bbb_state
+        for i in range(t, t + k):
+            bbb_state, value = bbb_step(bbb_state, i, rows[i])
+        return float(value)
+
     def run_det(t, k):
         nonlocal det_state
         for i in range(t, t + k):
@@ -209,7 +258,7 @@ def main(argv=None) -> int:
         return float(value)
 
     runners = {"engine": run_engine, "pymc_fit": run_pymc, "numpyro": run_numpyro,
-               "deterministic": run_det}
+               "handwritten_bbb": run_bbb, "deterministic": run_det}
     for name, run in runners.items():  # compile and warm up
         t0 = time.perf_counter()
         run(0, warmup)
@@ -234,9 +283,11 @@ def main(argv=None) -> int:
         print(f"{name:16s} {setup[name]:9.2f} {ms[name]:8.2f} {ms[name] / ms['deterministic']:16.2f}")
     ratios = {"engine_vs_numpyro": ms["engine"] / ms["numpyro"],
               "engine_vs_deterministic": ms["engine"] / ms["deterministic"],
-              "engine_vs_pymc_fit": ms["engine"] / ms["pymc_fit"]}
+              "engine_vs_pymc_fit": ms["engine"] / ms["pymc_fit"],
+              "engine_vs_handwritten_bbb": ms["engine"] / ms["handwritten_bbb"]}
     print("engine / numpyro {engine_vs_numpyro:.2f}, engine / deterministic "
-          "{engine_vs_deterministic:.2f}, engine / pymc_fit {engine_vs_pymc_fit:.2f}".format(**ratios))
+          "{engine_vs_deterministic:.2f}, engine / pymc_fit {engine_vs_pymc_fit:.2f}, "
+          "engine / handwritten_bbb {engine_vs_handwritten_bbb:.2f}".format(**ratios))
     if args.json:
         write_json(args.json, {
             **{f"{name}_ms": ms[name] for name in runners}, **ratios,

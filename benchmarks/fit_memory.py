@@ -35,7 +35,10 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--data-dir", type=Path, default=None)
     args = p.parse_args(argv)
-    data = mnist.load(args.data_dir)
+    try:
+        data = mnist.load(args.data_dir)
+    except mnist.MNISTError as e:
+        p.error(str(e))
     X = data.flat(data.X_train)
     loaded = peak_mb()
     t0 = time.perf_counter()
