@@ -15,6 +15,7 @@ from scipy.special import logsumexp
 
 PRIOR_K = 10  # weakly informative prior on the Pareto shape: N(0.5, ...) worth 10 observations
 PRIOR_BS = 3  # Zhang & Stephens' grid scale
+BLOCK = 1024  # observations at a time
 
 
 def tail_length(n_draws: int) -> int:
@@ -95,9 +96,12 @@ def loo_approximate_posterior(log_lik: np.ndarray, log_p: np.ndarray, log_q: np.
     log_lik = np.asarray(log_lik, dtype=float).T  # (n, S)
     correction = np.asarray(log_p, dtype=float) - np.asarray(log_q, dtype=float)
     correction = correction - correction.max()
-    log_ratios = -log_lik + correction
-    log_ratios = log_ratios - log_ratios.max(axis=1, keepdims=True)
-    lw, k = psis_log_weights(log_ratios)
-    elpd_i = logsumexp(lw + log_lik, axis=1)
-    lppd_i = logsumexp(log_lik, axis=1, b=1 / log_lik.shape[1])
-    return elpd_i, k, lppd_i - elpd_i
+    parts = []
+    for start in range(0, len(log_lik), BLOCK):  # bounded memory: gpd_fit holds (rows, ~38, ~67)
+        ll = log_lik[start : start + BLOCK]
+        log_ratios = -ll + correction
+        lw, k = psis_log_weights(log_ratios - log_ratios.max(axis=1, keepdims=True))
+        elpd_i = logsumexp(lw + ll, axis=1)
+        lppd_i = logsumexp(ll, axis=1, b=1 / ll.shape[1])
+        parts.append((elpd_i, k, lppd_i - elpd_i))
+    return tuple(np.concatenate(p) for p in zip(*parts))
