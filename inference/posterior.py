@@ -256,6 +256,8 @@ def loo(idata: DataTree, var_name: str = "y") -> ELPDDataLOO:
     ArviZ's own per-observation loop takes 0.8 s of a 4 s toy fit.
     """
     stats = idata["sample_stats"]
+    if not (np.isfinite(stats["log_p"]).all() and np.isfinite(stats["log_q"]).all()):
+        raise ValueError("loo needs each draw's finite log p and log q (draw(..., log_p=True))")
     log_lik = idata["log_likelihood"][var_name]
     obs_dims = [d for d in log_lik.dims if d not in ("chain", "draw")]
     log_lik = log_lik.transpose("chain", "draw", *obs_dims)

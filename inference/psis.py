@@ -4,7 +4,7 @@ The same computation as ArviZ's ``az.loo_approximate_posterior`` (arviz-stats
 1.x: PSIS of Vehtari et al. 2024 with the approximate-posterior correction of
 Magnusson et al. 2019), written with numpy operations over the observation
 axis. ArviZ runs it one observation at a time in Python (``np.vectorize``),
-about 1 ms per observation, 0.8 s for one toy fit; this takes a few ms.
+about 1 ms per observation, 0.8 s for one toy fit; this takes 0.06-0.12 s.
 ``tests/test_posterior.py`` checks both agree to 1e-10 on real fits.
 """
 
@@ -33,7 +33,7 @@ def gpd_fit(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = x.shape[-1]
     m = 30 + int(n**0.5)
     xstar = x[:, int(n / 4 + 0.5) - 1]  # first quartile
-    valid = xstar > x[:, 0]
+    valid = ~(xstar <= x[:, 0])  # as ArviZ: a NaN quartile goes on (to k = inf)
     xstar = np.where(valid, xstar, 1.0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         b = (1 - np.sqrt(m / (np.arange(1, m + 1) - 0.5)))[None, :] / (PRIOR_BS * xstar[:, None])

@@ -3,6 +3,7 @@
 import warnings
 
 import arviz as az
+import jax
 import numpy as np
 import pytest
 import scipy.stats as st
@@ -109,24 +110,31 @@ def test_loo_is_arviz_loo_approximate_posterior(fitted):
         ref.n_samples, ref.n_data_points, ref.good_k, ref.warning, True)
 
 
+def _tree(log_lik, log_p, log_q):
+    return xr.DataTree.from_dict({
+        "log_likelihood": xr.Dataset({"y": (("chain", "draw", "obs"), log_lik[None])}),
+        "sample_stats": xr.Dataset({"log_p": (("chain", "draw"), log_p[None]),
+                                    "log_q": (("chain", "draw"), log_q[None])}),
+    })
+
+
+def _both(log_lik, log_p, log_q):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Pareto-k warnings, from both
+        tree = _tree(log_lik, log_p, log_q)
+        return az.loo_approximate_posterior(tree, log_p=log_p, log_q=log_q, var_name="y"), loo(tree)
+
+
 @pytest.mark.parametrize("draws", [30, 400, 2000])
-def test_psis_matches_arviz_on_heavy_tails_and_ties(draws, monkeypatch):
-    # Light and heavy tails (Pareto k from ~0.3 to > 1), and rounded values (ties in the tail).
+def test_psis_matches_arviz_on_heavy_tails(draws, monkeypatch):
+    # Light and heavy tails: Pareto k from below 0.7 to above 1.
     rng = np.random.default_rng(draws)
     log_lik = np.column_stack([rng.normal(-1, 0.3, draws), -np.abs(rng.standard_t(1.5, draws)),
                                np.round(rng.normal(-2, 1, draws)), rng.normal(-1, 3, draws),
                                -rng.exponential(5, draws)])
     log_q = rng.normal(0, 1, draws)
     log_p = log_q + rng.normal(0, 0.1, draws)
-    tree = xr.DataTree.from_dict({
-        "log_likelihood": xr.Dataset({"y": (("chain", "draw", "obs"), log_lik[None])}),
-        "sample_stats": xr.Dataset({"log_p": (("chain", "draw"), log_p[None]),
-                                    "log_q": (("chain", "draw"), log_q[None])}),
-    })
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ref = az.loo_approximate_posterior(tree, log_p=log_p, log_q=log_q, var_name="y")
-        ours = loo(tree)
+    ref, ours = _both(log_lik, log_p, log_q)
     assert np.nanmax(ref.pareto_k.values) > 1 and np.nanmin(ref.pareto_k.values) < 0.7
     np.testing.assert_allclose(ours.pareto_k.values, ref.pareto_k.values, rtol=1e-10)
     np.testing.assert_allclose(ours.elpd_i.values, ref.elpd_i.values, rtol=1e-10)
@@ -135,6 +143,39 @@ def test_psis_matches_arviz_on_heavy_tails_and_ties(draws, monkeypatch):
     monkeypatch.setattr(psis, "BLOCK", 2)  # observations in blocks of 2, 2, 1
     for blocked, at_once in zip(psis.loo_approximate_posterior(log_lik, log_p, log_q), whole):
         np.testing.assert_allclose(blocked, at_once, rtol=1e-14)  # SIMD sums: last bit
+
+
+@pytest.mark.parametrize("draws", [30, 400])
+def test_psis_matches_arviz_on_ties(draws):
+    # q equal to p (no correction) and whole-number log likelihoods: ties in the tail,
+    # whose first quartile is its minimum, so k is NaN (no smoothing) as in ArviZ.
+    rng = np.random.default_rng(draws)
+    log_lik = np.column_stack([np.round(rng.normal(-2, 1, draws)), rng.normal(-1, 0.3, draws)])
+    log_q = rng.normal(0, 1, draws)
+    ref, ours = _both(log_lik, log_q, log_q)
+    assert np.isnan(ref.pareto_k.values[0]) and np.isfinite(ref.pareto_k.values[1])
+    np.testing.assert_allclose(ours.pareto_k.values, ref.pareto_k.values, rtol=1e-10)
+    np.testing.assert_allclose(ours.elpd_i.values, ref.elpd_i.values, rtol=1e-10)
+
+
+def test_psis_all_tail_values_equal_is_an_error_as_in_arviz():
+    log_lik = np.full((400, 1), -2.0)
+    log_lik[:3] = -1.0  # the tail (the largest -log_lik) is one value
+    log_q = np.random.default_rng(0).normal(0, 1, 400)
+    for compute in (lambda: az.loo_approximate_posterior(_tree(log_lik, log_q, log_q), log_p=log_q,
+                                                        log_q=log_q, var_name="y"),
+                    lambda: loo(_tree(log_lik, log_q, log_q))):
+        with pytest.raises(ValueError, match="All tail values are the same"):
+            compute()
+
+
+def test_loo_needs_log_p(fitted):
+    split, result, _ = fitted
+    lean = draw(result, 50, seed=0, log_p=False)
+    idata = to_datatree(result, lean, X_train=split.X_train, y_train=split.y_train,
+                        X_test=split.X_test, y_test=split.y_test)
+    with pytest.raises(ValueError, match="finite log p and log q"):
+        loo(idata)
 
 
 def test_psis_needs_25_draws():
@@ -153,9 +194,13 @@ def test_draws_evaluated_in_blocks_equal_draws_one_at_a_time(fitted, monkeypatch
     monkeypatch.setattr(posterior, "MAP_BYTES", map_bytes)
     posterior.compiled_model(result).jitted.pop(key, None)
     blocked = predict_proba(result, some, split.X_test)
-    jaxpr = posterior.compiled_model(result).jitted[key].trace(
-        some.z, *posterior._data(result.model, X=np.zeros((2048, 2)))).jaxpr
-    assert "scan" in str(jaxpr)  # evaluated in blocks, not all at once
+    data = posterior._data(result.model, X=np.zeros((2048, 2)))
+    jaxpr = str(posterior.compiled_model(result).jitted[key].trace(some.z, *data).jaxpr)
+    functions = posterior.compiled_model(result)
+    one = str(jax.make_jaxpr(lambda z, *d: functions.select(("p",))(functions.layout.unflatten(z), *d))(
+        some.z[0], *data))
+    # Blocks of draws in one scan, and the network once: no second copy for a remainder.
+    assert jaxpr.count("scan[") == 1 and jaxpr.count("tanh") == one.count("tanh") > 0
     monkeypatch.setattr(posterior, "MAP_BYTES", 1)  # one draw per block
     posterior.compiled_model(result).jitted.pop(key)
     np.testing.assert_allclose(predict_proba(result, some, split.X_test), blocked, rtol=1e-12)
