@@ -58,9 +58,11 @@ def prior_grid(path, xx, yy, mean_maps: dict, accuracies: dict, X, y, title: str
     """
     priors = list(dict.fromkeys(p for p, _ in mean_maps))
     hypers = list(dict.fromkeys(h for _, h in mean_maps))
-    fig, axes = plt.subplots(len(hypers), len(priors), figsize=(3 * len(priors), 2.8 * len(hypers)),
-                             squeeze=False)
-    fig.subplots_adjust(left=0.07, right=0.99, bottom=0.04, top=0.9, wspace=0.12, hspace=0.28)
+    width, height = 3 * len(priors), 2.8 * len(hypers)
+    fig, axes = plt.subplots(len(hypers), len(priors), figsize=(width, height), squeeze=False)
+    # Margins in inches, whatever the number of panels: names left, titles on top.
+    fig.subplots_adjust(left=0.84 / width, right=1 - 0.12 / width, bottom=0.45 / height,
+                        top=1 - 1.12 / height, wspace=0.12, hspace=0.28)
     for (prior, hyper), mean in mean_maps.items():
         ax = axes[hypers.index(hyper), priors.index(prior)]
         ax.set_autoscale_on(False)
@@ -71,12 +73,12 @@ def prior_grid(path, xx, yy, mean_maps: dict, accuracies: dict, X, y, title: str
         ax.set_title(f"acc {accuracies[prior, hyper]:.3f}", fontsize=9)
         ax.label_outer()
     for j, prior in enumerate(priors):
-        axes[0, j].annotate(prior, (0.5, 1.18), xycoords="axes fraction", ha="center",
-                            fontsize=12, weight="bold")
+        axes[0, j].annotate(prior, (0.5, 1), xycoords="axes fraction", xytext=(0, 26),
+                            textcoords="offset points", ha="center", fontsize=12, weight="bold")
     for i, hyper in enumerate(hypers):
         axes[i, 0].set_ylabel(hyper, fontsize=12, weight="bold")
     if title:
-        fig.suptitle(title, y=0.98)
+        fig.suptitle(title, y=1 - 0.22 / height)
     _save(fig, path)
 
 
