@@ -16,9 +16,9 @@ by ``set_value``, which is how ``pm.fit`` takes minibatches from NumPy).
   ``pm.fit(method="advi", backend="jax")`` iterates), one Python call per step.
 - ``numpyro``: NumPyro SVI, ``AutoNormal`` guide, ``Trace_ELBO``, the same
   architecture written in JAX, ``jax.jit(svi.update)`` once per step.
-- ``handwritten_bbb``: the engine's computation (same q parametrisation,
-  noise generator, prior and Adam) written by hand in JAX for this one
-  network: the floor for the engine, without PyMC's graph.
+- ``handwritten_bbb``: the engine's computation (same q parametrisation and
+  softplus, noise generator and barrier, prior, Adam, donation) written by
+  hand in JAX for this one network: the engine without PyMC's graph.
 - ``deterministic``: the same network trained by plain cross-entropy with
   optax Adam, ``jax.jit`` once per step: the floor for one forward and one
   backward pass.
@@ -38,6 +38,7 @@ import argparse
 import platform
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import jax
@@ -49,7 +50,7 @@ from jax import lax
 from data import mnist
 from inference import noise, precision
 from inference.advi import _family, build_step, initial_params
-from inference.engine import JaxFit, batch_indices
+from inference.engine import JaxFit, batch_indices, softplus
 from inference.io import write_json
 from models import mlp_classifier
 from models.cnn import cnn_classifier
@@ -106,31 +107,34 @@ def deterministic(model: str, X, y):
 def handwritten_bbb(model: str, X, y, n: int):
     """The engine's mean-field step written directly in JAX: what it costs without PyMC's graph.
 
-    The same q (``w = mu + softplus(rho) * eps``, ``eps`` from
-    :mod:`inference.noise`), N(0, 1) prior, one draw, the batch's log
-    likelihood scaled by ``n / B``, Adam on ``(mu, rho)``. Its ratio to the
-    deterministic step is what Bayes by Backprop itself costs on this machine.
+    The engine's own pieces, minus the PyMC model: one flat ``mu`` and
+    ``rho``, one draw of noise from :mod:`inference.noise` behind the same
+    optimisation barrier, ``w = mu + softplus(rho) * eps`` with the engine's
+    :func:`inference.engine.softplus`, N(0, 1) prior on every weight and
+    bias, the batch's log likelihood scaled by ``n / B``, Adam, parameters
+    and optimizer state donated. Its ratio to the deterministic step is what
+    Bayes by Backprop itself costs on this machine.
     """
     rng = np.random.default_rng(SEED)
-    offsets = np.cumsum([0, *(int(np.prod(s)) for s in shapes(model))])
+    sizes = [int(np.prod(s)) for s in shapes(model)]
+    offsets = np.cumsum([0, *sizes])
     words = noise.key_words(jax.random.key(SEED))
-    q = {"mu": [jnp.asarray(rng.normal(0, INIT_STD, s), jnp.float32) for s in shapes(model)],
-         "rho": [jnp.full(s, np.log(np.expm1(INIT_STD)), jnp.float32) for s in shapes(model)]}
+    mu = np.concatenate([rng.normal(0, 1 / np.sqrt(np.prod(s[:-1])) if len(s) > 1 else 0, s).ravel()
+                         for s in shapes(model)])
+    q = {"mu": jnp.asarray(mu, jnp.float32),
+         "rho": jnp.full(mu.size, np.log(np.expm1(INIT_STD)), jnp.float32)}
     opt = optax.adam(LR)
 
     def neg_elbo(q, t, idx):
-        weights, log_prior, entropy = [], 0.0, 0.0
-        for offset, shape, mu, rho in zip(offsets, shapes(model), q["mu"], q["rho"]):
-            sigma = jax.nn.softplus(rho)
-            w = mu + sigma * noise.normal(words, t, int(offset), shape, jnp.float32)
-            weights.append(w)
-            log_prior += -0.5 * jnp.sum(w * w)
-            entropy += jnp.sum(jnp.log(sigma))
+        eps = lax.optimization_barrier(noise.normal(words, t, 0, (mu.size,), jnp.float32))
+        sigma = softplus(q["rho"])
+        z = q["mu"] + sigma * eps
+        weights = [z[a:b].reshape(s) for a, b, s in zip(offsets[:-1], offsets[1:], shapes(model))]
         logp = jax.nn.log_softmax(logits(model, weights, X[idx]))
         log_lik = jnp.sum(jnp.take_along_axis(logp, y[idx][:, None], axis=1))
-        return -(log_lik * (n / len(idx)) + log_prior + entropy)
+        return -(log_lik * (n / len(idx)) - 0.5 * jnp.sum(z * z) + jnp.sum(jnp.log(sigma)))
 
-    @jax.jit
+    @partial(jax.jit, donate_argnums=(0,))
     def step(state, t, idx):
         q, s = state
         value, g = jax.value_and_grad(neg_elbo)(q, t, idx)
