@@ -171,3 +171,24 @@ def test_sharing_compiled_functions_leaves_the_fit_unchanged(monkeypatch):
     np.testing.assert_array_equal(shared.elbo, alone.elbo)
     a, b = draw(alone, 50, seed=2), draw(shared, 50, seed=2)
     np.testing.assert_array_equal(a.log_p, b.log_p)
+
+
+def test_steps_one_per_call_equal_steps_in_the_loop(monkeypatch):
+    # Minibatches of 50 from 200 points (4 per epoch), steps 0-12 then 13-29 (a call that
+    # starts mid-epoch and crosses epochs): the step runner (large models) and the compiled
+    # loop (small ones) take the same steps.
+    runs = {}
+    for name, below in (("loop", np.inf), ("step", 0.0)):
+        monkeypatch.setattr(engine, "_compiled", OrderedDict())
+        monkeypatch.setattr(engine, "LOOP_BELOW_FLOPS", below)
+        model = _toy_model("moons", n_train=200)
+        group = _family("advi")(model=model).groups[0]
+        run = JaxFit(model, group, initial_params(group, "advi", 0.01, 0), method="advi",
+                     optimizer="adam", learning_rate=0.05, batch_size=50, data=("X", "y"),
+                     beta=1.0, mc_samples=1, seed=3, dtype="float64")
+        elbo = np.concatenate([run.advance(0, 13), run.advance(13, 17)])
+        assert run.runner["in_loop"] is (name == "loop")
+        runs[name] = elbo, run.arrays()
+    np.testing.assert_allclose(runs["step"][0], runs["loop"][0], rtol=1e-10)
+    for a, b in zip(runs["step"][1], runs["loop"][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
