@@ -66,6 +66,12 @@ def shapes(model: str) -> list[tuple]:
     return [(5, 5, 1, 32), (32,), (5, 5, 32, 32), (32,), (512, 64), (64,), (64, 10), (10,)]
 
 
+def initial_weights(model: str) -> list[np.ndarray]:
+    """The same starting network for every implementation: weights N(0, 1/fan_in), biases 0."""
+    rng = np.random.default_rng(SEED)
+    return [rng.normal(0, 1 / np.sqrt(np.prod(s[:-1])) if len(s) > 1 else 0, s) for s in shapes(model)]
+
+
 def logits(model: str, params: list, x):
     """The network in plain JAX (for NumPyro and the deterministic step)."""
     params = [w.astype(x.dtype) for w in params]  # NumPyro's set-up traces in float64
@@ -85,9 +91,7 @@ def logits(model: str, params: list, x):
 
 def deterministic(model: str, X, y):
     """A jitted cross-entropy + Adam step on rows ``idx`` of the device data."""
-    rng = np.random.default_rng(SEED)
-    params = [jnp.asarray(rng.normal(0, 1 / np.sqrt(np.prod(s[:-1])) if len(s) > 1 else 0, s),
-                          jnp.float32) for s in shapes(model)]
+    params = [jnp.asarray(w, jnp.float32) for w in initial_weights(model)]
     opt = optax.adam(LR)
 
     def loss(p, idx):
@@ -115,12 +119,9 @@ def handwritten_bbb(model: str, X, y, n: int):
     and optimizer state donated. Its ratio to the deterministic step is what
     Bayes by Backprop itself costs on this machine.
     """
-    rng = np.random.default_rng(SEED)
-    sizes = [int(np.prod(s)) for s in shapes(model)]
-    offsets = np.cumsum([0, *sizes])
+    offsets = np.cumsum([0, *(int(np.prod(s)) for s in shapes(model))])
     words = noise.key_words(jax.random.key(SEED))
-    mu = np.concatenate([rng.normal(0, 1 / np.sqrt(np.prod(s[:-1])) if len(s) > 1 else 0, s).ravel()
-                         for s in shapes(model)])
+    mu = np.concatenate([w.ravel() for w in initial_weights(model)])
     q = {"mu": jnp.asarray(mu, jnp.float32),
          "rho": jnp.full(mu.size, np.log(np.expm1(INIT_STD)), jnp.float32)}
     opt = optax.adam(LR)
@@ -164,9 +165,7 @@ def numpyro_svi(model: str, X, y, n: int):
         with numpyro.handlers.scale(scale=n / len(x)), numpyro.plate("data", len(x)):
             numpyro.sample("y", dist.Categorical(logits=logits(model, params, x)), obs=labels)
 
-    rng = np.random.default_rng(SEED)
-    init = {f"w{i}": jnp.asarray(rng.normal(0, 1 / np.sqrt(np.prod(s[:-1])) if len(s) > 1 else 0, s),
-                                 jnp.float32) for i, s in enumerate(shapes(model))}
+    init = {f"w{i}": jnp.asarray(w, jnp.float32) for i, w in enumerate(initial_weights(model))}
     # A float32 init_scale: a Python float makes the scales float64 (pytensor turns on x64).
     guide = AutoNormal(bnn, init_loc_fn=numpyro.infer.init_to_value(values=init),
                        init_scale=np.float32(INIT_STD))
