@@ -1,4 +1,4 @@
-"""A fix to pytensor's JAX backend, applied on import.
+"""Fixes to pytensor's JAX backend, applied on import.
 
 pytensor 3.3's JAX implementation of reductions (``Sum``, ``Prod``, ...)
 returns the *accumulator* dtype: a float32 ``Sum{acc=float64}`` hands back
@@ -6,11 +6,21 @@ float64. Under ``jax_enable_x64`` (which pytensor turns on) the float64 then
 spreads: after one ADVI step the float32 variational parameters are float64
 and every later step runs in double precision. Here each reduction's result
 is cast to the dtype the graph declares.
+
+pytensor's JAX ``Softplus`` (what ``log1p(exp(x))`` is rewritten to) picks
+one of four formulas with nested ``jnp.where``; JAX differentiates every
+branch, and for x below about -710 (float64; -89 in float32) the unused
+``x + exp(-x)`` branch overflows, so its zero cotangent times an infinite
+derivative makes the gradient NaN where the answer is 0. Here it is
+``jax.nn.softplus``, whose gradient is the sigmoid everywhere (the engine
+differentiates the jaxified graph with JAX, not with pytensor's ``grad``).
 """
 
 from __future__ import annotations
 
+import jax
 from pytensor.link.jax.dispatch import jax_funcify
+from pytensor.scalar import Softplus
 from pytensor.tensor.elemwise import CAReduce
 
 _careduce_acc_dtype = jax_funcify.dispatch(CAReduce)
@@ -23,3 +33,8 @@ def _careduce_declared_dtype(op, node=None, **kwargs):
         return fn
     dtype = node.outputs[0].dtype
     return lambda x: fn(x).astype(dtype)
+
+
+@jax_funcify.register(Softplus)
+def _softplus_with_finite_gradient(op, **kwargs):
+    return jax.nn.softplus

@@ -24,6 +24,7 @@ import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
+from pymc.distributions.shape_utils import rv_size_is_none
 
 WEIGHT_PRIORS: dict[str, Callable] = {}
 HYPERPRIORS: dict[str, Callable] = {}
@@ -82,14 +83,40 @@ def scale_mixture(name, scale, dims, *, pi=0.5, sigma1=1.0, sigma2=float(np.exp(
     ``s1 = scale * sigma1`` and ``s2 = scale * sigma2``: with the ``fixed``
     hyperprior (scale 1) this is the paper's prior, a broad component and a
     spike near zero; a hyperprior scales both components together.
+
+    Draws come from PyMC's ``NormalMixture``; the log density is the same
+    mixture written elementwise (:func:`_scale_mixture_logp`), which JAX
+    fuses into one pass over the weights (``NormalMixture``'s stacked
+    log-sum-exp was ~100 ms of a 2x1200 MLP's 220 ms step).
     """
     if not (0 < pi < 1 and sigma1 > 0 and sigma2 > 0):
         raise ValueError(f"scale_mixture needs 0 < pi < 1 and positive sigmas, got pi={pi}, "
                          f"sigma1={sigma1}, sigma2={sigma2}")
     floatX = pytensor.config.floatX
-    sigmas = pt.stack([pt.as_tensor(sigma1), pt.as_tensor(sigma2)]).astype(floatX) * scale
-    return pm.NormalMixture(name, w=np.array([pi, 1 - pi], dtype=floatX),
-                            mu=np.zeros(2, dtype=floatX), sigma=sigmas, dims=dims)
+    pi, sigma1, sigma2 = (np.asarray(v, dtype=floatX) for v in (pi, sigma1, sigma2))
+    return pm.CustomDist(name, pi, sigma1 * scale, sigma2 * scale, dist=_scale_mixture_dist,
+                         logp=_scale_mixture_logp, support_point=_zeros, class_name="ScaleMixture",
+                         dims=dims)
+
+
+def _scale_mixture_dist(pi, s1, s2, size):
+    return pm.NormalMixture.dist(w=pt.stack([pi, 1 - pi]), mu=pt.zeros(2, dtype=s1.dtype),
+                                 sigma=pt.stack([s1, s2]), size=size)
+
+
+def _zeros(rv, size, pi, s1, s2):
+    """The mixture's mean (NormalMixture's support point), from ``size``: not from
+    ``rv``'s shape, which PyMC would get by drawing ``rv`` (a categorical per weight)."""
+    if rv_size_is_none(size):
+        return pt.zeros_like(s1 * s2)
+    return pt.zeros(size, dtype=rv.dtype)
+
+
+def _scale_mixture_logp(value, pi, s1, s2):
+    """log(pi N(value; 0, s1^2) + (1 - pi) N(value; 0, s2^2)), elementwise and stable."""
+    a = pt.log(pi) + pm.logp(pm.Normal.dist(0.0, s1), value)
+    b = pt.log1p(-pi) + pm.logp(pm.Normal.dist(0.0, s2), value)
+    return pt.switch(a > b, a, b) + pt.log1p(pt.exp(-pt.abs(a - b)))
 
 
 @weight_prior("flat", uses_scale=False)

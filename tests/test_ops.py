@@ -6,6 +6,7 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 from jax import lax
+from scipy.special import expit
 
 import inference  # noqa: F401  (applies the JAX reduction dtype fix)
 from models.ops import conv2d, max_pool2d
@@ -105,6 +106,23 @@ def test_jax_reductions_keep_the_declared_dtype():
     x = pt.vector("x", dtype="float32")
     f = pytensor.function([x], [x.sum(), (x**2).sum() * x], mode="JAX")
     assert [np.asarray(r).dtype for r in f(np.ones(3, "float32"))] == ["float32", "float32"]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_jax_softplus_has_a_finite_gradient_everywhere(dtype):
+    # pytensor rewrites log1p(exp(x)) to Softplus, whose JAX version in pytensor 3.3
+    # had a NaN gradient below about -710 (float64; -89 in float32), where it is 0;
+    # inference.jax_fixes replaces it.
+    from inference.engine import jaxify
+
+    x = pt.vector("x", dtype=dtype)
+    f = jaxify([x], [pt.log1p(pt.exp(x)).sum()])
+    points = np.array([-1e4, -800.0, -100.0, -30.0, -1.0, 0.0, 2.0, 30.0, 1e4], dtype)
+    value, grad = jax.value_and_grad(lambda v: f(v)[0])(points)
+    expected = np.logaddexp(0.0, points.astype(float))
+    np.testing.assert_allclose(float(value), expected.sum(), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(grad, float), expit(points.astype(float)),
+                               rtol=1e-6, atol=1e-30)
 
 
 def test_bad_inputs_raise():

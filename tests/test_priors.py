@@ -1,7 +1,13 @@
+import jax
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 import pytest
 import scipy.stats as st
+from scipy.special import softmax
+from pytensor.tensor.random.op import RandomVariable
+
+from inference.engine import model_function
 
 from models import HYPERPRIORS, WEIGHT_PRIORS, get_hyperprior, get_weight_prior, weight_prior
 from models.mlp import mlp_classifier
@@ -48,6 +54,42 @@ def test_scale_mixture_is_blundells_prior(scale):
     np.testing.assert_allclose(_logp(rv, POINTS), expected, rtol=1e-7)
     with pm.Model(), pytest.raises(ValueError, match="0 < pi < 1"):
         get_weight_prior("scale_mixture", pi=1.0)("w", 1.0, None)
+
+
+def test_scale_mixture_draws_and_starts_like_pymcs_normal_mixture(monkeypatch):
+    with pm.Model(coords={"i": range(40_000)}) as model:
+        rv = get_weight_prior("scale_mixture")("w", 1.0, "i")
+    draws = pm.draw(rv, random_seed=1)
+    # half the draws from the spike (sd e^-6 = 0.0025), half from N(0, 1)
+    assert abs(np.mean(np.abs(draws) < 0.01) - 0.5) < 0.015
+    assert abs(draws.std() - np.sqrt(0.5 * (1 + np.exp(-12)))) < 0.01
+
+    def no_draws(*args, **kwargs):
+        raise AssertionError("the initial point drew a random variable")
+
+    # The start is the mixture's mean, 0, worked out without a draw: a draw picks a
+    # component per weight (about 28 s for a 2x1200 MLP's 2.4 M weights).
+    monkeypatch.setattr(RandomVariable, "perform", no_draws)
+    np.testing.assert_array_equal(model.initial_point()["w"], np.zeros(40_000))
+
+
+@pytest.mark.parametrize("floatX", ["float64", "float32"])
+def test_scale_mixture_gradient_under_jax_is_finite_and_exact(floatX):
+    # JAX differentiates the jaxified log density (the engine does); before
+    # inference.jax_fixes replaced pytensor's JAX softplus, the gradient was NaN
+    # for every weight more than a few spike widths from zero.
+    import pytensor
+
+    with pytensor.config.change_flags(floatX=floatX), pm.Model(coords={"i": range(6)}) as model:
+        get_weight_prior("scale_mixture")("w", pt.constant(np.asarray(1.0, floatX)), "i")
+        f = model_function(model, [model.logp()])
+    w = np.array([-60.0, -3.0, -0.02, 1e-3, 0.0, 40.0])
+    grad = np.asarray(jax.grad(lambda v: f([v])[0])(w.astype(floatX)), dtype=float)
+    s1, s2 = 1.0, np.exp(-6)
+    # d/dw log p(w) = -sum_k r_k(w) w / s_k^2, with the components' responsibilities r_k
+    r = softmax([st.norm(0, s1).logpdf(w), st.norm(0, s2).logpdf(w)], axis=0)
+    expected = -(r[0] * w / s1**2 + r[1] * w / s2**2)
+    np.testing.assert_allclose(grad, expected, rtol=1e-5 if floatX == "float32" else 1e-10)
 
 
 def test_flat_prior_is_constant():
