@@ -9,9 +9,10 @@ is cast to the dtype the graph declares.
 
 pytensor's JAX ``Softplus`` (what ``log1p(exp(x))`` is rewritten to) picks
 one of four formulas with nested ``jnp.where``; JAX differentiates every
-branch, and for x below about -710 (float64; -89 in float32) the unused
-``x + exp(-x)`` branch overflows, so its zero cotangent times an infinite
-derivative makes the gradient NaN where the answer is 0. Here it is
+branch, and beyond about |x| = 710 (float64; 89 in float32) an unused
+branch overflows (``x + exp(-x)`` far below zero, ``exp(x)`` far above), so
+its zero cotangent times an infinite derivative makes the gradient NaN
+where the answer is 0 or 1. Here it is
 ``jax.nn.softplus``, whose gradient is the sigmoid everywhere (the engine
 differentiates the jaxified graph with JAX, not with pytensor's ``grad``).
 """

@@ -100,23 +100,32 @@ def scale_mixture(name, scale, dims, *, pi=0.5, sigma1=1.0, sigma2=float(np.exp(
 
 
 def _scale_mixture_dist(pi, s1, s2, size):
-    return pm.NormalMixture.dist(w=pt.stack([pi, 1 - pi]), mu=pt.zeros(2, dtype=s1.dtype),
-                                 sigma=pt.stack([s1, s2]), size=size)
+    # Components on the last axis, as NormalMixture wants (a non-scalar scale broadcasts).
+    sigma = pt.stack(pt.broadcast_arrays(s1, s2), axis=-1)
+    w = pt.stack(pt.broadcast_arrays(pi, 1 - pi), axis=-1)
+    return pm.NormalMixture.dist(w=w, mu=pt.zeros_like(sigma), sigma=sigma, size=size)
 
 
 def _zeros(rv, size, pi, s1, s2):
     """The mixture's mean (NormalMixture's support point), from ``size``: not from
     ``rv``'s shape, which PyMC would get by drawing ``rv`` (a categorical per weight)."""
     if rv_size_is_none(size):
-        return pt.zeros_like(s1 * s2)
+        return pt.zeros_like(pi * s1 * s2, dtype=rv.dtype)
     return pt.zeros(size, dtype=rv.dtype)
 
 
 def _scale_mixture_logp(value, pi, s1, s2):
-    """log(pi N(value; 0, s1^2) + (1 - pi) N(value; 0, s2^2)), elementwise and stable."""
+    """log(pi N(value; 0, s1^2) + (1 - pi) N(value; 0, s2^2)), elementwise and stable.
+
+    ``max(a, b) + log1p(exp(-|a - b|))`` with the branch written out, so that
+    the gradient is right at a tie too. ``log1p(exp(.))`` becomes pytensor's
+    ``Softplus``, whose JAX gradient is finite only with
+    :mod:`inference.jax_fixes` (imported by every fit and prediction).
+    """
     a = pt.log(pi) + pm.logp(pm.Normal.dist(0.0, s1), value)
     b = pt.log1p(-pi) + pm.logp(pm.Normal.dist(0.0, s2), value)
-    return pt.switch(a > b, a, b) + pt.log1p(pt.exp(-pt.abs(a - b)))
+    d = a - b
+    return pt.switch(d > 0, a, b) + pt.log1p(pt.exp(pt.switch(d > 0, -d, d)))
 
 
 @weight_prior("flat", uses_scale=False)

@@ -111,8 +111,8 @@ def test_jax_reductions_keep_the_declared_dtype():
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_jax_softplus_has_a_finite_gradient_everywhere(dtype):
     # pytensor rewrites log1p(exp(x)) to Softplus, whose JAX version in pytensor 3.3
-    # had a NaN gradient below about -710 (float64; -89 in float32), where it is 0;
-    # inference.jax_fixes replaces it.
+    # had a NaN gradient beyond about |x| = 710 (float64; 89 in float32), where it is
+    # 0 or 1; inference.jax_fixes replaces it.
     from inference.engine import jaxify
 
     x = pt.vector("x", dtype=dtype)

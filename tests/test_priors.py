@@ -64,6 +64,11 @@ def test_scale_mixture_draws_and_starts_like_pymcs_normal_mixture(monkeypatch):
     assert abs(np.mean(np.abs(draws) < 0.01) - 0.5) < 0.015
     assert abs(draws.std() - np.sqrt(0.5 * (1 + np.exp(-12)))) < 0.01
 
+    with pm.Model(coords={"i": range(20_000), "j": range(2)}):  # a scale per column
+        rv = get_weight_prior("scale_mixture")("w", np.array([1.0, 100.0]), ("i", "j"))
+    np.testing.assert_allclose(pm.draw(rv, random_seed=2).std(axis=0),
+                               np.sqrt(0.5) * np.array([1.0, 100.0]), rtol=0.03)
+
     def no_draws(*args, **kwargs):
         raise AssertionError("the initial point drew a random variable")
 
@@ -75,9 +80,9 @@ def test_scale_mixture_draws_and_starts_like_pymcs_normal_mixture(monkeypatch):
 
 @pytest.mark.parametrize("floatX", ["float64", "float32"])
 def test_scale_mixture_gradient_under_jax_is_finite_and_exact(floatX):
-    # JAX differentiates the jaxified log density (the engine does); before
-    # inference.jax_fixes replaced pytensor's JAX softplus, the gradient was NaN
-    # for every weight more than a few spike widths from zero.
+    # JAX differentiates the jaxified log density (the engine does). The density's
+    # log1p(exp(.)) is pytensor's Softplus, whose own JAX version had a NaN gradient
+    # for every weight more than a few spike widths from zero (inference.jax_fixes).
     import pytensor
 
     with pytensor.config.change_flags(floatX=floatX), pm.Model(coords={"i": range(6)}) as model:
