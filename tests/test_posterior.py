@@ -195,8 +195,8 @@ def test_draws_evaluated_in_blocks_equal_draws_one_at_a_time(fitted, monkeypatch
     posterior.compiled_model(result).jitted.pop(key, None)
     blocked = predict_proba(result, some, split.X_test)
     data = posterior._data(result.model, X=np.zeros((2048, 2)))
-    jaxpr = str(posterior.compiled_model(result).jitted[key].trace(some.z, *data).jaxpr)
     functions = posterior.compiled_model(result)
+    jaxpr = str(functions.jitted[key].trace(some.z, *data).jaxpr)
     one = str(jax.make_jaxpr(lambda z, *d: functions.select(("p",))(functions.layout.unflatten(z), *d))(
         some.z[0], *data))
     # Blocks of draws in one scan, and the network once: no second copy for a remainder.

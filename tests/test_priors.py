@@ -1,14 +1,14 @@
 import jax
 import numpy as np
 import pymc as pm
+import pytensor
 import pytensor.tensor as pt
 import pytest
 import scipy.stats as st
-from scipy.special import softmax
 from pytensor.tensor.random.op import RandomVariable
+from scipy.special import softmax
 
 from inference.engine import model_function
-
 from models import HYPERPRIORS, WEIGHT_PRIORS, get_hyperprior, get_weight_prior, weight_prior
 from models.mlp import mlp_classifier
 from models.priors import defaults
@@ -83,8 +83,6 @@ def test_scale_mixture_gradient_under_jax_is_finite_and_exact(floatX):
     # JAX differentiates the jaxified log density (the engine does). The density's
     # log1p(exp(.)) is pytensor's Softplus, whose own JAX version had a NaN gradient
     # for every weight more than a few spike widths from zero (inference.jax_fixes).
-    import pytensor
-
     with pytensor.config.change_flags(floatX=floatX), pm.Model(coords={"i": range(6)}) as model:
         get_weight_prior("scale_mixture")("w", pt.constant(np.asarray(1.0, floatX)), "i")
         f = model_function(model, [model.logp()])
