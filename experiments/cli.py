@@ -56,6 +56,22 @@ def nonneg_float(text):
     return value
 
 
+def epoch_list(text):
+    """Comma-separated positive epochs, e.g. ``80`` or ``60,80``."""
+    try:
+        epochs = tuple(sorted({int(e) for e in text.split(",")}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated epochs, got {text!r}") from None
+    if not epochs or epochs[0] < 1:
+        raise argparse.ArgumentTypeError(f"epochs must be >= 1, got {text!r}")
+    return epochs
+
+
+def lr_decay(args, steps_per_epoch: int) -> dict[int, float]:
+    """``fit``'s ``lr_decay`` from ``--lr-decay-epochs`` and ``--lr-decay-factor``."""
+    return {e * steps_per_epoch: args.lr_decay_factor for e in args.lr_decay_epochs}
+
+
 def run_dir(out: Path, dataset: str, prior: str, hyperprior: str, seed: int) -> Path:
     """``<out>/<dataset>/<prior>-<hyperprior>-s<seed>``: every experiment's output contract."""
     return out / dataset / f"{prior}-{hyperprior}-s{seed}"
@@ -115,9 +131,14 @@ def run_resumable(prog: str, run, args, summary) -> int:
 
 
 def add_mnist_run_arguments(p: argparse.ArgumentParser, defaults: dict) -> None:
-    """The MNIST experiments' shared flags: data, seed, checkpoints and output folders."""
+    """The MNIST experiments' shared flags: learning-rate decay, data, seed, checkpoints, outputs."""
     from data.mnist import NORMALIZATIONS
 
+    p.add_argument("--lr-decay-epochs", type=epoch_list, default=(), metavar="E[,E...]",
+                   help="multiply the learning rate by --lr-decay-factor after each of these "
+                   "epochs (e.g. 80 with --epochs 90: the last 10 epochs at a tenth; default: none)")
+    p.add_argument("--lr-decay-factor", type=positive_float, default=0.1,
+                   help="factor of each learning-rate decay")
     p.add_argument("--data-dir", type=Path, default=None,
                    help="folder with the four MNIST IDX files; None: $MNIST_DIR, else data/cache/mnist")
     p.add_argument("--normalize", choices=NORMALIZATIONS, default=defaults["normalize"],

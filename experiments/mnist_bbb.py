@@ -25,8 +25,8 @@ from evaluation import plots
 from evaluation.metrics import accuracy, all_metrics, reliability_table
 from evaluation.pruning import FRACTIONS, SCORES, cutoff, prune_table, pruning_masks
 from experiments.cli import (Parser, UsageError, add_mnist_run_arguments, check_writable,
-                             checkpoints, positive_float, positive_int, run_dir, run_resumable,
-                             use_compilation_cache)
+                             checkpoints, lr_decay, positive_float, positive_int, run_dir,
+                             run_resumable, use_compilation_cache)
 from inference import Draws, draw, fit, precision
 from inference.engine import KL_WEIGHTINGS, Layout
 from inference.io import atomic_dir, write_json
@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Run settings copied into metrics.json.
 RECORDED = ("hidden", "prior", "hyperprior", "prior_scale", "kl_weighting", "beta", "normalize",
-            "epochs", "batch_size", "lr", "init_std", "samples", "seed", "limit_train")
+            "epochs", "batch_size", "lr", "lr_decay_epochs", "lr_decay_factor", "init_std",
+            "samples", "seed", "limit_train")
 
 
 def dataset_name(hidden: int) -> str:
@@ -128,7 +129,8 @@ def run(args) -> dict:
     with precision(True):
         model = build_model(X_train, y_train, args)
         result = fit(model, steps=args.epochs * steps_per_epoch, batch_size=args.batch_size,
-                     learning_rate=args.lr, beta=args.beta, kl_weighting=args.kl_weighting,
+                     learning_rate=args.lr, lr_decay=lr_decay(args, steps_per_epoch),
+                     beta=args.beta, kl_weighting=args.kl_weighting,
                      init_std=args.init_std, float32=True, seed=args.seed,
                      progressbar=not args.no_progress, checkpoint=running,
                      checkpoint_every=args.checkpoint_every, resume=resume)

@@ -22,8 +22,8 @@ import pandas as pd
 
 from data import mnist
 from experiments.cli import (Parser, UsageError, add_mnist_run_arguments, check_writable,
-                             checkpoints, positive_float, positive_int, run_dir, run_resumable,
-                             use_compilation_cache)
+                             checkpoints, lr_decay, positive_float, positive_int, run_dir,
+                             run_resumable, use_compilation_cache)
 from evaluation import plots
 from evaluation.metrics import all_metrics, per_input_uncertainty, reliability_table
 from inference import BACKENDS, ENGINES, draw, fit, precision
@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Run settings copied into metrics.json.
-RECORDED = ("prior", "hyperprior", "epochs", "batch_size", "lr", "beta", "init_std", "samples",
+RECORDED = ("prior", "hyperprior", "epochs", "batch_size", "lr", "lr_decay_epochs",
+            "lr_decay_factor", "beta", "init_std", "samples",
             "engine", "backend", "seed", "normalize", "limit_train", "channels", "dense")
 
 
@@ -89,6 +90,8 @@ def run(args) -> dict:
     if args.batch_size > len(X_train):
         raise UsageError(f"--batch-size {args.batch_size} is larger than the training set "
                          f"({len(X_train)} images)")
+    if args.lr_decay_epochs and args.engine != "jax":
+        raise UsageError("--lr-decay-epochs needs --engine jax")
     check_writable(args.out, "--out")
     check_writable(args.figures, "--figures")
     target = run_dir(args.out, DATASET, args.prior, args.hyperprior, args.seed)
@@ -99,7 +102,8 @@ def run(args) -> dict:
         model = cnn_classifier(X_train, y_train, channels=args.channels, dense=args.dense,
                                prior=args.prior, hyperprior=args.hyperprior)
         result = fit(model, steps=args.epochs * steps_per_epoch, batch_size=args.batch_size,
-                     learning_rate=args.lr, beta=args.beta, init_std=args.init_std,
+                     learning_rate=args.lr, lr_decay=lr_decay(args, steps_per_epoch),
+                     beta=args.beta, init_std=args.init_std,
                      engine=args.engine, backend=args.backend, float32=True, seed=args.seed,
                      progressbar=not args.no_progress, checkpoint=running,
                      checkpoint_every=args.checkpoint_every, resume=resume)

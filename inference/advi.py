@@ -18,6 +18,7 @@ import contextlib
 import os
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,8 +48,9 @@ OPTIMIZERS = {
 
 
 # Settings a resumed fit must share with its checkpoint (the backend may change).
-CHECKPOINT_SETTINGS = ("engine", "optimizer", "learning_rate", "batch_size", "beta", "kl_weighting",
-                       "mc_samples", "seed")
+# Of lr_decay only the part that the steps already done used must agree.
+CHECKPOINT_SETTINGS = ("engine", "optimizer", "learning_rate", "lr_decay", "batch_size", "beta",
+                       "kl_weighting", "mc_samples", "seed")
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -290,6 +292,7 @@ def fit(
     steps: int = 10_000,
     optimizer: str = "adam",
     learning_rate: float = 1e-2,
+    lr_decay: Mapping[int, float] | None = None,
     batch_size: int | None = None,
     data: tuple[str, ...] = ("X", "y"),
     init_std: float = 0.01,
@@ -317,6 +320,12 @@ def fit(
         Optimisation steps.
     optimizer : str
         One of :data:`OPTIMIZERS`, with ``learning_rate``.
+    lr_decay : dict of int to float, optional
+        Step decay of the learning rate (``"jax"`` engine): ``{step: factor}``
+        multiplies the rate by ``factor`` from that 0-based step on, like
+        optax's ``piecewise_constant_schedule`` (``{8000: 0.1}``: 10x smaller
+        from step 8000). A fit resumed from a checkpoint may add or change
+        the decays at steps it has not yet taken.
     batch_size : int, optional
         Minibatch size; ``None`` uses the full data each step. The model's
         observed variables must carry ``total_size`` (the builders set it).
@@ -399,6 +408,7 @@ def fit(
     if kl_weighting != "constant" and (engine != "jax" or batch_size is None):
         raise ValueError(f"kl_weighting={kl_weighting!r} needs minibatches (batch_size) and "
                          "the 'jax' engine")
+    lr_decay = _check_lr_decay(lr_decay, engine)
     if batch_size is not None:
         _check_batches(model, data, batch_size)
 
@@ -414,8 +424,8 @@ def fit(
         done = int(saved.attrs["steps_done"]) if saved is not None else 0
         config = dict(
             engine=engine, method=method, steps=steps, optimizer=optimizer,
-            learning_rate=learning_rate, batch_size=batch_size, init_std=init_std, beta=beta,
-            kl_weighting=kl_weighting,
+            learning_rate=learning_rate, lr_decay=[list(d) for d in lr_decay],
+            batch_size=batch_size, init_std=init_std, beta=beta, kl_weighting=kl_weighting,
             mc_samples=mc_samples, backend=backend if engine == "pymc" else "jax",
             float32=float32, seed=seed, resumed_at=done,
         )
@@ -428,7 +438,7 @@ def fit(
             stream = seed if not done else int(np.random.default_rng([seed, done]).integers(2**30))
             run = _PymcSteps(model, stream=stream, backend=backend, **settings)
         else:
-            run = _JaxSteps(model, kl_weighting=kl_weighting, **settings)
+            run = _JaxSteps(model, kl_weighting=kl_weighting, lr_decay=lr_decay, **settings)
         state = FitState.of(run.arrays, run.load, run.group, model,
                             {k: config[k] for k in CHECKPOINT_SETTINGS})
         hist, seconds_before = np.empty(0), 0.0
@@ -465,6 +475,20 @@ def fit(
         compile_seconds=(first_step if ran else end) - t0, config=config, cache=run.cache(),
         _timed=(steps - first_done, end - first_step) if ran else (0, 0.0),
     )
+
+
+def _check_lr_decay(lr_decay, engine: str) -> tuple[tuple[int, float], ...]:
+    """``lr_decay`` as ``(step, factor)`` pairs sorted by step, checked."""
+    if not lr_decay:
+        return ()
+    if engine != "jax":
+        raise ValueError("lr_decay needs the 'jax' engine")
+    for step, factor in lr_decay.items():
+        if not (isinstance(step, (int, np.integer)) and step >= 1 and factor > 0
+                and np.isfinite(factor)):
+            raise ValueError(f"lr_decay needs integer steps >= 1 and positive factors, "
+                             f"got {step!r}: {factor!r}")
+    return tuple(sorted((int(step), float(factor)) for step, factor in lr_decay.items()))
 
 
 def _check_batches(model: pm.Model, data: tuple[str, ...], batch_size: int) -> None:

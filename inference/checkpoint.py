@@ -4,7 +4,8 @@ A checkpoint holds the variational parameters, the optimizer's state (Adam's
 moments and step count) of either engine, the ELBO trace and the wall time so far, plus a
 signature of the fit: every variable's name and shape, the data's shapes, the
 family, each state array's shape and the optimisation settings (engine, optimizer,
-learning rate, batch size, KL weight, Monte Carlo draws, seed). Resuming
+learning rate and its decays, batch size, KL weight, Monte Carlo draws, seed).
+Decays at steps the checkpoint has not reached may differ. Resuming
 restores the arrays and checks the signature, so a checkpoint of another
 architecture or other settings is refused instead of half-loaded.
 Random generators are not stored: the JAX engine derives each step's noise
@@ -67,12 +68,13 @@ class FitState:
 
     def restore(self, ds: xr.Dataset, path, *, steps: int) -> tuple[np.ndarray, float]:
         """Load a checkpoint from :func:`load`; returns (ELBO so far, seconds so far)."""
-        if ds.attrs["signature"] != self.signature:
+        done = int(ds.attrs["steps_done"])
+        saved, current = _taken(ds.attrs["signature"], done), _taken(self.signature, done)
+        if saved != current:
             raise CheckpointError(
                 f"checkpoint {path} was written for a different model or settings "
-                f"({_difference(ds.attrs['signature'], self.signature)})"
+                f"({_difference(saved, current)})"
             )
-        done = int(ds.attrs["steps_done"])
         if done > steps:
             raise CheckpointError(f"checkpoint {path} has {done} steps, more than the {steps} asked for")
         self.set([ds[f"state_{i}"].values for i in range(len(json.loads(self.signature)["state"]))])
@@ -92,6 +94,21 @@ def load(path) -> xr.Dataset:
     if ds.attrs.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a bnn-zoo ADVI checkpoint")
     return ds
+
+
+def _taken(signature: str, done: int) -> str:
+    """The signature as far as the first ``done`` steps used it.
+
+    A learning-rate decay at a step not yet taken (``settings["lr_decay"]``,
+    ``[step, factor]`` pairs) does not matter to them: a resumed fit may add
+    or change it.
+    """
+    sig = json.loads(signature)
+    settings = sig.get("settings", {})
+    decay = [pair for pair in settings.pop("lr_decay", []) if pair[0] < done]
+    if decay:
+        settings["lr_decay"] = decay
+    return json.dumps(sig, sort_keys=True)
 
 
 def _difference(saved: str, current: str) -> str:

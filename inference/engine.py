@@ -284,6 +284,7 @@ class Problem:
     mc_samples: int
     dtype: str  # floatX of the fit
     kl_weighting: str = "constant"  # or "blundell" (see kl_weights)
+    lr_decay: tuple[tuple[int, float], ...] = ()  # (step, factor) pairs (see lr_factor)
 
     @property
     def n(self) -> int:
@@ -347,6 +348,27 @@ def kl_weights(kind: str, per_epoch: int, dtype="float64"):
     return scale
 
 
+def lr_factor(lr_decay, dtype="float64"):
+    """``factor(t)``: the learning rate of step ``t`` over the initial one, or None if constant.
+
+    ``lr_decay`` holds ``(step, factor)`` pairs, like optax's
+    ``piecewise_constant_schedule``: from step ``step`` (0-based) on, the rate
+    is multiplied by ``factor``. Every optimizer of :data:`OPTIMIZERS` ends in
+    its learning-rate scaling, so scaling its updates by ``factor(t)`` is
+    that optimizer with the rate ``learning_rate * factor(t)``, and its state
+    does not change (a checkpoint of a constant-rate fit can go on decayed).
+    """
+    if not lr_decay:
+        return None
+    bounds = np.array([b for b, _ in lr_decay])
+    factors = np.array([f for _, f in lr_decay])
+
+    def factor(t):
+        return jnp.prod(jnp.where(t >= bounds, factors, 1.0)).astype(dtype)
+
+    return factor
+
+
 def _permutation(key, epoch, n):
     return jax.random.permutation(jax.random.fold_in(key, epoch), n)
 
@@ -370,6 +392,7 @@ def make_runner(problem: Problem, chunk: int = CHUNK):
     per_epoch = n_data // B if B else 1
     grad = jax.value_and_grad(problem.elbo, has_aux=True)
     kl_scale = kl_weights(problem.kl_weighting, per_epoch, problem.dtype)
+    lr_scale = lr_factor(problem.lr_decay, problem.dtype)
 
     def one_step(t, params, opt_state, words, perm_key, perm, data):
         pos = t % per_epoch
@@ -382,6 +405,8 @@ def make_runner(problem: Problem, chunk: int = CHUNK):
             batch = data
         (_, elbo), grads = grad(params, words, t, batch, kl_scale(pos))
         updates, opt_state = problem.optimizer.update(grads, opt_state, params)
+        if lr_scale is not None:
+            updates = jax.tree_util.tree_map(lambda u, f=lr_scale(t): u * f, updates)
         return optax.apply_updates(params, updates), opt_state, perm, elbo
 
     @partial(jax.jit, donate_argnums=(0, 1))
@@ -441,7 +466,8 @@ class JaxFit:
 
     def __init__(self, model: pm.Model, group, init: dict, *, method: str, optimizer: str,
                  learning_rate: float, batch_size: int | None, data: tuple[str, ...], beta: float,
-                 mc_samples: int, seed: int, dtype: str, kl_weighting: str = "constant"):
+                 mc_samples: int, seed: int, dtype: str, kl_weighting: str = "constant",
+                 lr_decay: tuple[tuple[int, float], ...] = ()):
         containers = list(model.data_vars)
         self.problem = Problem(
             density=compile_model(model, group.ordering), method=method,
@@ -449,7 +475,7 @@ class JaxFit:
             data=tuple(jax.device_put(c.get_value()) for c in containers),
             sliced=tuple(batch_size is not None and c.name in data for c in containers),
             batch_size=batch_size, beta=beta, mc_samples=mc_samples, dtype=dtype,
-            kl_weighting=kl_weighting,
+            kl_weighting=kl_weighting, lr_decay=tuple(lr_decay),
         )
         self.params = {k: jnp.asarray(v, dtype) for k, v in init.items()}
         self.opt_state = self.problem.optimizer.init(self.params)
@@ -460,7 +486,7 @@ class JaxFit:
         shapes = tuple((d.shape, str(d.dtype)) for d in self.problem.data)
         self.runner = self.problem.density.jitted.setdefault(
             ("fit", method, optimizer, learning_rate, self.problem.sliced, batch_size, beta,
-             mc_samples, dtype, kl_weighting, shapes), {})
+             mc_samples, dtype, kl_weighting, tuple(lr_decay), shapes), {})
         if not self.runner:
             self.runner.update(zip(("loop", "step", "epoch_permutation"), make_runner(self.problem)))
 

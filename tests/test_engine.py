@@ -10,7 +10,7 @@ from jax.extend.random import threefry_2x32
 from scipy import stats
 
 from data import toy
-from inference import draw, engine, fit, noise
+from inference import CheckpointError, draw, engine, fit, noise
 from inference.advi import _family, initial_params
 from inference.engine import JaxFit, batch_indices, softplus
 from models import mlp_classifier
@@ -96,6 +96,55 @@ def test_resumed_engine_fit_is_the_uninterrupted_fit(moons, tmp_path):
     np.testing.assert_array_equal(resumed.elbo, whole.elbo)
     a, b = (r.approx.groups[0].params_dict["mu"].get_value() for r in (whole, resumed))
     np.testing.assert_array_equal(a, b)
+
+
+def _q_params(result):
+    return np.concatenate([p.get_value() for p in result.approx.groups[0].params])
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_lr_decay_scales_the_steps_after_it(moons, optimizer):
+    def run(steps, **kw):
+        model = mlp_classifier(moons.X_train, moons.y_train, hidden=(5, 5))
+        return _q_params(fit(model, steps=steps, learning_rate=0.05, batch_size=50,
+                             optimizer=optimizer, progressbar=False, seed=1, **kw))
+
+    before = run(3)
+    plain, decayed = run(5), run(5, lr_decay={3: 0.25})
+    # Steps 0-2 untouched (to rounding: the compiled step differs by a multiply by 1).
+    np.testing.assert_allclose(run(3, lr_decay={3: 0.25}), before, rtol=1e-12, atol=1e-15)
+    # Step 3 starts from the same state with the same noise and batch: a
+    # quarter of the step; step 4 then differs only through the new state.
+    step = run(4) - before
+    np.testing.assert_allclose(run(4, lr_decay={3: 0.25}) - before, 0.25 * step, rtol=1e-6,
+                               atol=1e-12)
+    assert not np.allclose(decayed, plain)
+    twice = run(5, lr_decay={1: 0.5, 3: 0.5})  # factors multiply
+    assert not np.allclose(twice, decayed)
+
+
+def test_resumed_fit_may_add_a_later_lr_decay(moons, tmp_path):
+    def model():
+        return mlp_classifier(moons.X_train, moons.y_train, hidden=(5, 5))
+
+    settings = dict(learning_rate=0.05, batch_size=50, progressbar=False, seed=2)
+    whole = fit(model(), steps=200, lr_decay={130: 0.1}, **settings)
+    ckpt = tmp_path / "constant.nc"
+    fit(model(), steps=130, checkpoint=ckpt, **settings)  # no decay so far
+    resumed = fit(model(), steps=200, resume=ckpt, lr_decay={130: 0.1}, **settings)
+    # Equal to rounding: the first 130 steps ran without the multiply by 1.
+    np.testing.assert_allclose(resumed.elbo, whole.elbo, rtol=1e-9)
+    np.testing.assert_allclose(_q_params(resumed), _q_params(whole), rtol=1e-9, atol=1e-12)
+    with pytest.raises(CheckpointError, match="lr_decay"):  # it would rewrite steps taken
+        fit(model(), steps=200, resume=ckpt, lr_decay={100: 0.1}, **settings)
+
+
+@pytest.mark.parametrize("kw", [dict(lr_decay={0: 0.1}), dict(lr_decay={10: 0.0}),
+                                dict(lr_decay={2.5: 0.1}), dict(lr_decay={10: 0.1}, engine="pymc")])
+def test_bad_lr_decay_is_refused(moons, kw):
+    model = mlp_classifier(moons.X_train, moons.y_train, hidden=(5, 5))
+    with pytest.raises(ValueError, match="lr_decay"):
+        fit(model, steps=20, progressbar=False, **kw)
 
 
 def test_toy_bnn_elbo_matches_pm_fit(moons):

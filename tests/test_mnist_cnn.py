@@ -146,6 +146,7 @@ def test_resume_continues_an_interrupted_fit(data_copy, tmp_path):
     (["--batch-size", "501"], "larger than the training set (500 images)"),
     (["--prior", "gamma"], "invalid choice: 'gamma'"),
     (["--resume"], "no checkpoint to resume from"),
+    (["--engine", "pymc", "--lr-decay-epochs", "1"], "--lr-decay-epochs needs --engine jax"),
 ])
 def test_bad_arguments_exit_2_with_one_line_and_write_nothing(data_copy, tmp_path, capsys, extra, message):
     argv = ["--data-dir", str(data_copy), *SMALL, "--out", str(tmp_path / "out"),
