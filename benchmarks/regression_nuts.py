@@ -1,0 +1,96 @@
+"""Mean-field ADVI against NUTS on a regression task: how much out-of-range uncertainty q loses.
+
+    python -m benchmarks.regression_nuts [--task sine] [--draws 1000] [--tune 1500] [--chains 2]
+
+Fits the task's model with ``python -m experiments.regression``'s defaults
+(beta 1, its architecture) by mean-field ADVI, then samples the same PyMC
+model with NUTS (NumPyro's sampler: the ``bench`` extra), one chain after the
+other. For each posterior it prints the in-range RMSE of the predictive mean
+and the mean sd of the network output inside and outside the data range,
+and their ratio (``sd_ratio_out_in``, the issue's target is >= 3): the NUTS
+chains separately, since a BNN's chains explore different modes and do not
+mix. A slow reference (minutes), not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pymc as pm
+
+from data import regression
+from experiments.regression import ARCHITECTURE, DEFAULTS, run_one
+from models.mlp import mlp_regressor
+
+
+def _model(x, y, task: str) -> pm.Model:
+    return mlp_regressor(x[:, None], y, **ARCHITECTURE[task], prior=DEFAULTS["prior"],
+                         hyperprior=DEFAULTS["hyperprior"], noise=DEFAULTS["noise"],
+                         noise_scale=DEFAULTS["noise_scale"])
+
+
+def _summary(mu: np.ndarray, task) -> dict:
+    """Metrics of network outputs ``mu`` (draws, grid points), as the experiment computes them."""
+    inside = task.in_range
+    sd = mu.std(0)
+    return {"rmse_in": float(np.sqrt(np.mean((mu.mean(0) - task.mean_grid)[inside] ** 2))),
+            "sd_in": float(sd[inside].mean()), "sd_out": float(sd[~inside].mean()),
+            "sd_ratio_out_in": float(sd[~inside].mean() / sd[inside].mean())}
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--task", choices=regression.TASKS, default="sine")
+    p.add_argument("--draws", type=int, default=1000, help="NUTS draws per chain")
+    p.add_argument("--tune", type=int, default=1500, help="NUTS tuning steps per chain")
+    p.add_argument("--chains", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    args = p.parse_args(argv)
+    task = regression.load(args.task, seed=args.seed)
+    rows = {}
+
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        vi = run_one(dict(task=args.task, beta=1.0, steps=DEFAULTS["steps"], lr=DEFAULTS["lr"],
+                          init_std=DEFAULTS["init_std"], draws=DEFAULTS["draws"], seed=args.seed,
+                          noise=DEFAULTS["noise"], data_noise=None, out=Path(out), progress=False,
+                          **ARCHITECTURE[args.task]))["metrics"]
+        rows["mean-field ADVI"] = {k: vi[k] for k in ("rmse_in", "sd_in", "sd_out", "sd_ratio_out_in")}
+        rows["mean-field ADVI"]["seconds"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    with _model(task.x_train, task.y_train, args.task):
+        idata = pm.sample(draws=args.draws, tune=args.tune, chains=args.chains, cores=1,
+                          nuts_sampler="numpyro", target_accept=0.9, random_seed=args.seed,
+                          progressbar=False)
+    seconds = time.perf_counter() - t0
+    grid = _model(task.x_grid, np.zeros_like(task.x_grid), args.task)
+    mu = pm.sample_posterior_predictive(idata, model=grid, var_names=["mu"], progressbar=False,
+                                        random_seed=args.seed).posterior_predictive["mu"].values
+    divergent = idata.sample_stats["diverging"].values.sum(axis=1)
+    for c in range(args.chains):
+        rows[f"NUTS chain {c}"] = {**_summary(mu[c], task), "seconds": seconds / args.chains,
+                                   "divergences": int(divergent[c])}
+    rows["NUTS, all chains"] = {**_summary(mu.reshape(-1, mu.shape[-1]), task), "seconds": seconds,
+                                "divergences": int(divergent.sum())}
+
+    arch = ARCHITECTURE[args.task]
+    print(f"{args.task}: {len(task.x_train)} points, hidden layers {arch['hidden']} "
+          f"{arch['activation']}, beta 1; NUTS {args.chains} x {args.draws} draws "
+          f"after {args.tune} tuning steps (a chain's seconds: the total over the chains)")
+    print(f"{'':18s} {'rmse_in':>8s} {'sd_in':>8s} {'sd_out':>8s} {'out/in':>7s} {'seconds':>8s}")
+    for name, r in rows.items():
+        print(f"{name:18s} {r['rmse_in']:8.4f} {r['sd_in']:8.4f} {r['sd_out']:8.4f} "
+              f"{r['sd_ratio_out_in']:7.2f} {r['seconds']:8.1f}")
+    if args.json is not None:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
