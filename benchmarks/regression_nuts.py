@@ -83,7 +83,8 @@ def main(argv=None) -> None:
     arch = ARCHITECTURE[args.task]
     print(f"{args.task}: {len(task.x_train)} points, hidden layers {arch['hidden']} "
           f"{arch['activation']}, beta 1; NUTS {args.chains} x {args.draws} draws "
-          f"after {args.tune} tuning steps (a chain's seconds: the total over the chains)")
+          f"after {args.tune} tuning steps (a chain's seconds: the total / chains; ADVI's "
+          "include its draws and predictions)")
     print(f"{'':18s} {'rmse_in':>8s} {'sd_in':>8s} {'sd_out':>8s} {'out/in':>7s} {'seconds':>8s}")
     for name, r in rows.items():
         print(f"{name:18s} {r['rmse_in']:8.4f} {r['sd_in']:8.4f} {r['sd_out']:8.4f} "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -44,8 +45,8 @@ def positive_int(text):
 
 def positive_float(text):
     value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be positive and finite, got {text}")
     return value
 
 
@@ -68,7 +69,14 @@ def epoch_list(text):
 
 
 def lr_decay(args, steps_per_epoch: int) -> dict[int, float]:
-    """``fit``'s ``lr_decay`` from ``--lr-decay-epochs`` and ``--lr-decay-factor``."""
+    """``fit``'s ``lr_decay`` from ``--lr-decay-epochs`` and ``--lr-decay-factor``.
+
+    Raises :class:`UsageError` for a decay that would never happen (at or after ``--epochs``).
+    """
+    late = [e for e in args.lr_decay_epochs if e >= args.epochs]
+    if late:
+        raise UsageError(f"--lr-decay-epochs {','.join(map(str, late))} is not before --epochs "
+                         f"{args.epochs}: no epoch would run at the decayed rate")
     return {e * steps_per_epoch: args.lr_decay_factor for e in args.lr_decay_epochs}
 
 

@@ -6,6 +6,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
+import xarray as xr
 
 import data.mnist
 from evaluation.pruning import FRACTIONS, cutoff, keep_mask, prune_table, pruning_masks
@@ -88,10 +89,12 @@ def test_script_writes_metrics_pruning_table_and_figures(data_copy, tmp_path, ca
 def test_gaussian_prior_scale_and_constant_weighting(data_copy, tmp_path):
     assert run(tmp_path, "--kl-weighting", "constant", "--prior-scale", "0.5",
                "--normalize", "255", "--limit-train", "200", "--lr-decay-epochs", "1") == 0
-    m = json.loads((tmp_path / "out" / "mnist_bbb_2x400" / "gaussian-fixed-s0" / "metrics.json")
-                   .read_text())
+    target = tmp_path / "out" / "mnist_bbb_2x400" / "gaussian-fixed-s0"
+    m = json.loads((target / "metrics.json").read_text())
     assert m["prior_scale"] == 0.5 and m["kl_weighting"] == "constant" and m["n_train"] == 200
     assert m["lr_decay_epochs"] == [1] and m["lr_decay_factor"] == 0.1
+    with xr.open_dataset(target / "variational.nc") as ds:  # the fit got it: 4 steps an epoch
+        assert json.loads(ds.attrs["signature"])["settings"]["lr_decay"] == [[4, 0.1]]
     assert not (tmp_path / "out" / "mnist_bbb_2x400" / "gaussian-fixed-s0" / "pruning.csv").exists()
 
 
@@ -101,12 +104,14 @@ def test_gaussian_prior_scale_and_constant_weighting(data_copy, tmp_path):
     (["--normalize", "100"], "--normalize: invalid choice: '100'"),
     (["--prior", "gamma"], "--prior: invalid choice: 'gamma'"),
     (["--beta", "0"], "--beta: must be positive"),
+    (["--lr", "inf"], "--lr: must be positive and finite"),
     (["--batch-size", "501"], "larger than the training set (500 images)"),
     (["--hyperprior", "halfnormal", "--prior-scale", "2"], "--prior-scale needs --hyperprior fixed"),
     (["--resume"], "no checkpoint to resume from"),
     (["--lr-decay-epochs", "0"], "--lr-decay-epochs: epochs must be >= 1"),
     (["--lr-decay-epochs", "80,x"], "--lr-decay-epochs: must be comma-separated epochs"),
     (["--lr-decay-factor", "0"], "--lr-decay-factor: must be positive"),
+    (["--lr-decay-epochs", "2"], "--lr-decay-epochs 2 is not before --epochs 2"),
 ])
 def test_bad_arguments_exit_2_with_one_line_and_write_nothing(data_copy, tmp_path, capsys, extra,
                                                               message):

@@ -238,7 +238,7 @@ def test_figure_names():
 
 @pytest.mark.parametrize("args, message", [
     (["--task", "cosine"], "argument --task: invalid choice: 'cosine'"),
-    (["--beta", "0"], "argument --beta: must be positive, got 0"),
+    (["--beta", "0"], "argument --beta: must be positive and finite, got 0"),
     (["--beta", "-1"], "argument --beta: must be positive"),
     (["--steps", "0"], "argument --steps: must be a positive integer"),
     (["--lr", "abc"], "argument --lr: invalid"),
@@ -268,5 +268,5 @@ def test_bad_flag_exit_status_of_the_real_command(tmp_path):
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("python -m experiments.regression: error: argument --beta: "
-                                   "must be positive, got 0")
+                                   "must be positive and finite, got 0")
     assert not (tmp_path / "out").exists()
