@@ -24,23 +24,16 @@ import numpy as np
 import pymc as pm
 
 from data import regression
-from experiments.regression import ARCHITECTURE, DEFAULTS, run_one
-from models.mlp import mlp_regressor
+from experiments.regression import ARCHITECTURE, DEFAULTS, build_model, run_one, spread
 
 
 def _model(x, y, task: str) -> pm.Model:
-    return mlp_regressor(x[:, None], y, **ARCHITECTURE[task], prior=DEFAULTS["prior"],
-                         hyperprior=DEFAULTS["hyperprior"], noise=DEFAULTS["noise"],
-                         noise_scale=DEFAULTS["noise_scale"])
+    return build_model(x, y, noise=DEFAULTS["noise"], **ARCHITECTURE[task])
 
 
 def _summary(mu: np.ndarray, task) -> dict:
-    """Metrics of network outputs ``mu`` (draws, grid points), as the experiment computes them."""
-    inside = task.in_range
-    sd = mu.std(0)
-    return {"rmse_in": float(np.sqrt(np.mean((mu.mean(0) - task.mean_grid)[inside] ** 2))),
-            "sd_in": float(sd[inside].mean()), "sd_out": float(sd[~inside].mean()),
-            "sd_ratio_out_in": float(sd[~inside].mean() / sd[inside].mean())}
+    """The experiment's metrics of network outputs ``mu`` (draws, grid points)."""
+    return spread(mu.mean(0), mu.std(0), task)
 
 
 def main(argv=None) -> None:

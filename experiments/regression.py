@@ -130,13 +130,25 @@ def run_dir(out: Path, task: str, beta: float, seed: int) -> Path:
     return out / "regression" / f"{task}-beta{beta_name(beta)}-s{seed}"
 
 
+def build_model(x, y, hidden, activation, noise):
+    """The task's regressor on 1-D inputs ``x`` (the weight prior and noise scale of DEFAULTS)."""
+    return mlp_regressor(x[:, None], y, hidden=hidden, activation=activation,
+                         prior=DEFAULTS["prior"], hyperprior=DEFAULTS["hyperprior"], noise=noise,
+                         noise_scale=DEFAULTS["noise_scale"])
+
+
+def spread(mean: np.ndarray, sd: np.ndarray, task) -> dict:
+    """``rmse_in``, ``sd_in``, ``sd_out``, ``sd_ratio_out_in`` of grid predictions' mean and sd."""
+    inside = task.in_range
+    return {"rmse_in": float(np.sqrt(np.mean(np.square(mean - task.mean_grid)[inside]))),
+            "sd_in": float(sd[inside].mean()), "sd_out": float(sd[~inside].mean()),
+            "sd_ratio_out_in": float(sd[~inside].mean() / sd[inside].mean())}
+
+
 def run_one(cfg: dict) -> dict:
     """Fit one task at one beta, write its folder; return metrics and grid predictions."""
     task = regression.load(cfg["task"], noise_sd=cfg["data_noise"], seed=cfg["seed"])
-    model = mlp_regressor(task.x_train[:, None], task.y_train, hidden=cfg["hidden"],
-                          activation=cfg["activation"], prior=DEFAULTS["prior"],
-                          hyperprior=DEFAULTS["hyperprior"], noise=cfg["noise"],
-                          noise_scale=DEFAULTS["noise_scale"])
+    model = build_model(task.x_train, task.y_train, cfg["hidden"], cfg["activation"], cfg["noise"])
     result = fit(model, beta=cfg["beta"], steps=cfg["steps"], learning_rate=cfg["lr"],
                  init_std=cfg["init_std"], engine="jax", method="advi", seed=cfg["seed"],
                  progressbar=cfg["progress"])
@@ -167,12 +179,10 @@ def run_one(cfg: dict) -> dict:
         "engine": "jax", "method": "advi", "n_train": len(task.x_train), "n_test": len(task.x_test),
         "data_noise_sd": task.noise_sd, "data_range": list(task.data_range),
         "grid_range": [float(task.x_grid[0]), float(task.x_grid[-1])],
-        "rmse_in": rms((mean - task.mean_grid)[inside]),
+        **spread(mean, sd, task),
         "rmse_in_vs_e0": rms((mean - task.f_grid)[inside]),
         "rmse_test": rms(mu_test.mean(0) - task.y_test),
         "coverage95_in": float(np.mean((task.y_test >= lo_test) & (task.y_test <= hi_test))),
-        "sd_in": float(sd[inside].mean()), "sd_out": float(sd[~inside].mean()),
-        "sd_ratio_out_in": float(sd[~inside].mean() / sd[inside].mean()),
         "sd_ratio_out_in_total": float(sd_total[~inside].mean() / sd_total[inside].mean()),
         "sigma_mean": float(sigma.mean()),
         "elbo_final": result.elbo_final, "fit_seconds": result.seconds,

@@ -406,7 +406,8 @@ def make_runner(problem: Problem, chunk: int = CHUNK):
         (_, elbo), grads = grad(params, words, t, batch, kl_scale(pos))
         updates, opt_state = problem.optimizer.update(grads, opt_state, params)
         if lr_scale is not None:
-            updates = jax.tree_util.tree_map(lambda u, f=lr_scale(t): u * f, updates)
+            factor = lr_scale(t)
+            updates = jax.tree_util.tree_map(lambda u: u * factor, updates)
         return optax.apply_updates(params, updates), opt_state, perm, elbo
 
     @partial(jax.jit, donate_argnums=(0, 1))
@@ -486,7 +487,7 @@ class JaxFit:
         shapes = tuple((d.shape, str(d.dtype)) for d in self.problem.data)
         self.runner = self.problem.density.jitted.setdefault(
             ("fit", method, optimizer, learning_rate, self.problem.sliced, batch_size, beta,
-             mc_samples, dtype, kl_weighting, tuple(lr_decay), shapes), {})
+             mc_samples, dtype, kl_weighting, self.problem.lr_decay, shapes), {})
         if not self.runner:
             self.runner.update(zip(("loop", "step", "epoch_permutation"), make_runner(self.problem)))
 
