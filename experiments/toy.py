@@ -256,7 +256,14 @@ def _worker_init(cores) -> None:
     core = cores.get()
     if core is not None:
         os.sched_setaffinity(0, {core})
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_cpu_multi_thread_eigen=false"
+    _add_xla_flag("--xla_cpu_multi_thread_eigen=false")
+
+
+def _add_xla_flag(flag: str) -> None:
+    """Append ``flag`` to ``XLA_FLAGS`` unless the user's flags already set it (before JAX starts)."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if flag.split("=")[0] not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
 
 
 def summarize(args, dataset: str, runs: list[dict]) -> str:
@@ -313,6 +320,10 @@ def main(dataset: str | None = None, argv=None) -> int:
     args = parser.parse_args(argv)
     datasets = [dataset] if dataset else args.datasets
     use_compilation_cache()
+    # XLA's YNNPACK fusions run the toy's predictions (batched 2x5, 5x5 and 5x2
+    # products over draws) ~40% slower than XLA's own loops: 0.37 against 0.6 s
+    # for 11,000 points x 500 draws, equal to 2e-15; the steps are unchanged.
+    _add_xla_flag("--xla_cpu_experimental_ynn_fusion_type=")
     try:
         if args.all_priors:
             run_all(args, datasets)

@@ -1,6 +1,7 @@
 """The command lines, run as a user runs them."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -143,3 +144,16 @@ def test_compilation_cache_folder(monkeypatch, tmp_path):
     finally:
         for k, v in saved.items():
             jax.config.update(k, v)
+
+
+def test_toy_xla_flags_keep_the_users(monkeypatch):
+    from experiments.toy import _add_xla_flag
+
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    _add_xla_flag("--xla_cpu_experimental_ynn_fusion_type=")
+    _add_xla_flag("--xla_cpu_multi_thread_eigen=false")
+    assert os.environ["XLA_FLAGS"].split() == ["--xla_cpu_experimental_ynn_fusion_type=",
+                                               "--xla_cpu_multi_thread_eigen=false"]
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true --xla_dump_to=x")
+    _add_xla_flag("--xla_cpu_multi_thread_eigen=false")  # the user's own setting stays
+    assert os.environ["XLA_FLAGS"] == "--xla_cpu_multi_thread_eigen=true --xla_dump_to=x"
