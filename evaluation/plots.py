@@ -201,18 +201,19 @@ def reliability(path, table, title: str = "") -> None:
     """Reliability diagram from :func:`evaluation.metrics.reliability_table` (dict or DataFrame)."""
     n_bins = len(table["count"])
     edges = np.linspace(0, 1, n_bins + 1)
-    fig, (ax, ax_n) = plt.subplots(2, 1, figsize=(5, 6), sharex=True,
+    fig, (ax, ax_n) = plt.subplots(2, 1, figsize=(5, 6.6), sharex=True,
                                    gridspec_kw={"height_ratios": [3, 1]})
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
     used = np.asarray(table["count"]) > 0
     ax.bar(edges[:-1][used], np.asarray(table["accuracy"])[used], width=1 / n_bins, align="edge",
            edgecolor="k", alpha=0.7, label="accuracy in bin")
     ax.plot(np.asarray(table["confidence"])[used], np.asarray(table["accuracy"])[used], "o",
-            color="tab:red", label="(mean confidence, accuracy)")
+            color="tab:red", label="(mean confidence, accuracy)", clip_on=False, zorder=3)
     ax.set_ylabel("accuracy")
     ax.set_ylim(0, 1)
-    ax.legend(loc="upper left")
-    ax.set_title(title)
+    # Above the panel: inside, it covered the low-confidence bins (few images, any accuracy).
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=8, frameon=False)
+    fig.suptitle(title)
     ax_n.bar(edges[:-1], np.asarray(table["count"]), width=1 / n_bins, align="edge", edgecolor="k")
     ax_n.set_yscale("log")
     ax_n.set_xlabel("confidence (mean p of the predicted class)")
