@@ -2,7 +2,7 @@
 
 from inference.advi import BACKENDS, ENGINES, METHODS, FitResult, NonFiniteLossError, fit, precision
 from inference.checkpoint import CheckpointError
-from inference.posterior import Draws, draw, loo, predict, predict_proba, to_datatree
+from inference.posterior import Draws, draw, draw_mixture, loo, predict, predict_proba, to_datatree
 
 __all__ = [
     "BACKENDS",
@@ -13,6 +13,7 @@ __all__ = [
     "FitResult",
     "NonFiniteLossError",
     "draw",
+    "draw_mixture",
     "fit",
     "loo",
     "precision",

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pymc as pm
+import scipy.linalg
 from arviz_stats.utils import ELPDDataLOO
 from jax.extend import core as jax_core
 from xarray import DataTree
@@ -136,23 +137,70 @@ def draw(result: FitResult, n: int = 500, seed: int = 0, *, log_p: bool = True) 
     ``log_p=False`` it is skipped (NaN), which saves a pass over the
     training set per draw when no LOO is wanted.
     """
-    model = result.model
+    z, log_q = _sample_q(result, n, np.random.default_rng(seed))
+    return _evaluate(result, z, log_q, log_p)
+
+
+def draw_mixture(results: list[FitResult], n: int = 500, seed: int = 0, *,
+                 log_p: bool = True) -> Draws:
+    """``n`` draws from the equal-weight mixture of several fits' q, e.g. restarts of one model.
+
+    Each fit gives ``n / len(results)`` of the draws (the first ones one more
+    where it does not divide). ``log_q`` is the mixture's density,
+    ``log(mean_k q_k(z))``, so :func:`loo` stays valid. Restarts from
+    different initial means find different modes; their mixture keeps the
+    spread between them, which one Gaussian q cannot (Wilson and Izmailov
+    2020 mix such fits, as MultiSWAG, in the same way). With one fit, the
+    same draws as :func:`draw`.
+    """
+    if not results:
+        raise ValueError("draw_mixture needs at least one fit")
+    layouts = {tuple((name, tuple(shape)) for name, _, shape, _ in compiled_model(r).layout.slots)
+               for r in results}
+    if len(layouts) > 1:
+        raise ValueError("draw_mixture needs fits of one model (the same variables and shapes)")
+    if len(results) == 1:
+        return draw(results[0], n, seed, log_p=log_p)
     rng = np.random.default_rng(seed)
+    sizes = [len(part) for part in np.array_split(np.arange(n), len(results))]
+    z = np.concatenate([_sample_q(r, k, rng)[0] for r, k in zip(results, sizes)])
+    log_qs = np.stack([_log_q(r, z) for r in results])
+    log_q = np.logaddexp.reduce(log_qs, axis=0) - np.log(len(results))
+    return _evaluate(results[0], z, log_q, log_p)
+
+
+def _sample_q(result: FitResult, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` draws ``z`` of q and their ``log q``."""
     mu, factor = q_factor(result)
     eps = rng.standard_normal((n, mu.size))
-    if factor.ndim == 1:
-        z = mu + eps * factor
-        log_det = np.sum(np.log(factor))
-    else:
-        z = mu + eps @ factor.T
-        log_det = np.sum(np.log(np.abs(np.diag(factor))))
-    log_q = -0.5 * np.sum(eps**2, axis=1) - log_det - 0.5 * mu.size * np.log(2 * np.pi)
+    z = mu + eps * factor if factor.ndim == 1 else mu + eps @ factor.T
+    return z, _log_q_of_eps(eps, factor)
 
+
+def _log_q(result: FitResult, z: np.ndarray) -> np.ndarray:
+    """``log q(z)`` of the rows of ``z``."""
+    mu, factor = q_factor(result)
+    if factor.ndim == 1:
+        eps = (z - mu) / factor
+    else:
+        eps = scipy.linalg.solve_triangular(factor, (z - mu).T, lower=True).T
+    return _log_q_of_eps(eps, factor)
+
+
+def _log_q_of_eps(eps: np.ndarray, factor: np.ndarray) -> np.ndarray:
+    diag = factor if factor.ndim == 1 else np.diag(factor)
+    d = eps.shape[1]
+    return -0.5 * np.sum(eps**2, axis=1) - np.sum(np.log(np.abs(diag))) - 0.5 * d * np.log(2 * np.pi)
+
+
+def _evaluate(result: FitResult, z: np.ndarray, log_q: np.ndarray, log_p: bool) -> Draws:
+    """:class:`Draws` of ``z``: the model's free variables, and ``log p`` unless ``log_p=False``."""
+    model = result.model
     names = tuple(rv.name for rv in model.free_RVs)
     outputs = (("logp",) if log_p else ()) + names
     values = _evaluator(result, outputs)(z.astype(model.value_vars[0].dtype), *_data(model))
     values = [np.asarray(v) for v in values]
-    log_ps = values.pop(0).astype("float64") if log_p else np.full(n, np.nan)
+    log_ps = values.pop(0).astype("float64") if log_p else np.full(len(z), np.nan)
     return Draws(z=z, log_q=log_q, log_p=log_ps, posterior=dict(zip(names, values)))
 
 

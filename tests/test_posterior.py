@@ -11,7 +11,7 @@ import xarray as xr
 
 from data import toy
 from evaluation.metrics import accuracy
-from inference import draw, fit, loo, predict_proba, psis, to_datatree
+from inference import draw, draw_mixture, fit, loo, predict_proba, psis, to_datatree
 from inference.posterior import predict as posterior_predict
 from models import mlp_classifier
 
@@ -51,6 +51,49 @@ def test_draws_without_log_p_are_the_same_draws(fitted):
     np.testing.assert_array_equal(lean.log_q, draws.log_q)
     for name, values in draws.posterior.items():
         np.testing.assert_array_equal(lean.posterior[name], values)
+
+
+def test_mixture_of_one_fit_is_its_draws(fitted):
+    _, result, draws = fitted
+    one = draw_mixture([result], 200, seed=0)
+    for field in ("z", "log_q", "log_p"):
+        np.testing.assert_array_equal(getattr(one, field), getattr(draws, field))
+
+
+def test_mixture_draws_and_density(fitted):
+    _, result, _ = fitted
+    other = fit(result.model, method="fullrank_advi", steps=300, learning_rate=0.01, init_std=0.05,
+                seed=1, progressbar=False)
+    mixed = draw_mixture([result, other], 7, seed=3)
+    # 4 draws of the first q, then 3 of the second, from one stream.
+    rng = np.random.default_rng(3)
+    params = result.approx.groups[0].params_dict
+    mu1, sd1 = params["mu"].get_value(), np.logaddexp(0, params["rho"].get_value())
+    np.testing.assert_allclose(mixed.z[:4], mu1 + rng.standard_normal((4, mu1.size)) * sd1)
+    p2 = other.approx.groups[0].params_dict
+    mu2, d = p2["mu"].get_value(), mu1.size
+    L2 = np.zeros((d, d))
+    L2[np.tril_indices(d)] = p2["L_tril"].get_value()
+    L2[np.diag_indices(d)] = np.logaddexp(0, np.diag(L2))
+    np.testing.assert_allclose(mixed.z[4:], mu2 + rng.standard_normal((3, d)) @ L2.T)
+    # log q: the equal-weight mixture's density, both components at every draw.
+    q1 = st.norm(mu1, sd1).logpdf(mixed.z).sum(axis=1)
+    q2 = st.multivariate_normal(mu2, L2 @ L2.T).logpdf(mixed.z)
+    np.testing.assert_allclose(mixed.log_q, np.logaddexp(q1, q2) - np.log(2), rtol=1e-9)
+    logp = result.model.compile_logp(jacobian=True)
+    ordering = result.approx.groups[0].ordering
+    point = {name: mixed.z[5][slc].reshape(shape) for name, slc, shape, _ in ordering.values()}
+    assert mixed.log_p[5] == pytest.approx(float(logp(point)), rel=1e-9)
+
+
+def test_mixture_needs_fits_of_one_model(fitted):
+    split, result, _ = fitted
+    small = mlp_classifier(split.X_train, split.y_train, hidden=(3,))
+    other = fit(small, steps=2, progressbar=False)
+    with pytest.raises(ValueError, match="fits of one model"):
+        draw_mixture([result, other], 10)
+    with pytest.raises(ValueError, match="at least one fit"):
+        draw_mixture([], 10)
 
 
 def test_constrained_scales_are_positive(fitted):

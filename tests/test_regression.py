@@ -208,6 +208,7 @@ def test_a_short_run_writes_metrics_grid_and_figure(tmp_path, capsys):
         assert REQUIRED <= set(m)
         assert (m["task"], m["beta"], m["seed"], m["steps"], m["draws"]) == (name, 1.0, 4, 300, 64)
         assert m["activation"] == activation and m["hidden"] == [10, 10]
+        assert m["restarts"] == experiment.RESTARTS[name] and len(m["elbo_restarts"]) == m["restarts"]
         assert 0 <= m["coverage95_in"] <= 1 and m["rmse_in"] > 0 and m["sd_ratio_out_in"] > 0
         assert m["fit_seconds"] > 0
         grid = np.loadtxt(folder / "grid.csv", delimiter=",", skiprows=1)
@@ -229,6 +230,18 @@ def test_the_default_blundell_fit_meets_the_targets(tmp_path):
     assert m["rmse_in"] < 0.05
 
 
+def test_the_default_sine_mixture_meets_the_targets(tmp_path):
+    # The documented claim at beta = 1: five restarts (README); one fit alone gives ~1.2x.
+    code = experiment.main(["--task", "sine", "--beta", "1", "--draws", "300",
+                            "--out", str(tmp_path), "--figures", str(tmp_path), "--no-progress"])
+    assert code == 0
+    m = json.loads((tmp_path / "regression" / "sine-beta1-s0" / "metrics.json").read_text())
+    assert m["restarts"] == 5 and m["activation"] == "tanh"
+    assert 0.9 <= m["coverage95_in"] <= 0.99
+    assert m["sd_ratio_out_in"] >= 3
+    assert m["rmse_in"] < 0.06
+
+
 def test_figure_names():
     f = experiment.figure_path
     assert f(ROOT, "sine", experiment.BETAS, 0).name == "sine.png"
@@ -241,6 +254,7 @@ def test_figure_names():
     (["--beta", "0"], "argument --beta: must be positive and finite, got 0"),
     (["--beta", "-1"], "argument --beta: must be positive"),
     (["--steps", "0"], "argument --steps: must be a positive integer"),
+    (["--restarts", "0"], "argument --restarts: must be a positive integer"),
     (["--lr", "abc"], "argument --lr: invalid"),
     (["--noise", "gamma"], "argument --noise: must be 'halfnormal' or a positive number"),
     (["--noise", "-0.1"], "argument --noise: must be 'halfnormal' or a positive number"),
