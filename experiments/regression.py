@@ -5,8 +5,10 @@ the KL weight beta = 1 ... 0.0001) and the regression curve of Blundell et
 al. 2015 (1000 inputs in [0, 0.5], predictions on [-0.2, 1.2]). Each task x
 beta is fitted by full-batch mean-field ADVI of :func:`models.mlp_regressor`:
 one fit, or (``--restarts``, by default 5 for the sine wave) the equal-weight
-mixture of several fits from different initial means; its metrics go to ``<out>/regression/<task>-beta<beta>-s<seed>/`` and each
-task's sweep to one figure, ``<figures>/regression/<task>.png``.
+mixture of several fits from different initial means. Its metrics go to
+``<out>/regression/<task>-beta<beta>-s<seed>/`` and each task's sweep to one
+figure, ``<figures>/regression/<task>.png`` (both tagged ``-r<restarts>``
+for a number of restarts other than the task's default).
 
 Metrics (``metrics.json``), all from the fitted posterior's draws:
 
@@ -26,6 +28,13 @@ Metrics (``metrics.json``), all from the fitted posterior's draws:
     predictions") on grid points outside the data range over the mean inside.
     ``sd_ratio_out_in_total`` is the same ratio for the predictive sd
     ``sqrt(var(mu) + E[sigma^2])``, which includes the observation noise.
+``elbo_final``
+    The mean of the restarts' final ELBO estimates (``elbo_restarts``): a
+    lower bound on the mixture's ELBO, at most ``log(restarts)`` below it.
+
+Restart ``k`` is fitted with seed ``seed + k`` (its initial means and Monte
+Carlo noise), so runs with neighbouring ``--seed`` share initial means; their
+data differ (the data are drawn with ``seed``).
 """
 
 from __future__ import annotations
@@ -136,8 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def run_dir(out: Path, task: str, beta: float, seed: int) -> Path:
-    return out / "regression" / f"{task}-beta{beta_name(beta)}-s{seed}"
+def run_dir(out: Path, task: str, beta: float, seed: int, restarts: int | None = None) -> Path:
+    """``<out>/regression/<task>-beta<beta>-s<seed>``, tagged ``-r<restarts>`` if not the task's default."""
+    return out / "regression" / f"{task}-beta{beta_name(beta)}-s{seed}{_restarts_tag(task, restarts)}"
+
+
+def _restarts_tag(task: str, restarts: int | None) -> str:
+    return "" if restarts in (None, RESTARTS[task]) else f"-r{restarts}"
 
 
 def build_model(x, y, hidden, activation, noise):
@@ -160,6 +174,8 @@ def run_one(cfg: dict) -> dict:
     task = regression.load(cfg["task"], noise_sd=cfg["data_noise"], seed=cfg["seed"])
     model = build_model(task.x_train, task.y_train, cfg["hidden"], cfg["activation"], cfg["noise"])
     restarts = cfg.get("restarts", 1)
+    if restarts < 1:
+        raise ValueError(f"restarts must be >= 1, got {restarts}")
     results = [fit(model, beta=cfg["beta"], steps=cfg["steps"], learning_rate=cfg["lr"],
                    init_std=cfg["init_std"], engine="jax", method="advi", seed=cfg["seed"] + k,
                    progressbar=cfg["progress"])
@@ -189,7 +205,8 @@ def run_one(cfg: dict) -> dict:
         "lr": cfg["lr"], "init_std": cfg["init_std"], "draws": cfg["draws"],
         "hidden": list(cfg["hidden"]), "activation": cfg["activation"],
         "prior": DEFAULTS["prior"], "hyperprior": DEFAULTS["hyperprior"], "noise": cfg["noise"],
-        "engine": "jax", "method": "advi", "restarts": restarts, "n_train": len(task.x_train), "n_test": len(task.x_test),
+        "engine": "jax", "method": "advi", "restarts": restarts,
+        "n_train": len(task.x_train), "n_test": len(task.x_test),
         "data_noise_sd": task.noise_sd, "data_range": list(task.data_range),
         "grid_range": [float(task.x_grid[0]), float(task.x_grid[-1])],
         **spread(mean, sd, task),
@@ -203,7 +220,7 @@ def run_one(cfg: dict) -> dict:
         "fit_seconds": sum(r.seconds for r in results),
         "ms_per_step": float(np.mean([r.ms_per_step for r in results])),
     }
-    target = run_dir(cfg["out"], cfg["task"], cfg["beta"], cfg["seed"])
+    target = run_dir(cfg["out"], cfg["task"], cfg["beta"], cfg["seed"], restarts)
     header = "x,truth_mean,truth_e0,mean,sd,lo95,hi95,in_range"
     rows = np.column_stack([task.x_grid, task.mean_grid, task.f_grid, mean, sd, lo_grid, hi_grid,
                             inside])
@@ -215,10 +232,11 @@ def run_one(cfg: dict) -> dict:
             "panel": {"mean": mean, "sd": sd, "lo": lo_grid, "hi": hi_grid}}
 
 
-def figure_path(figures: Path, task: str, betas, seed: int) -> Path:
+def figure_path(figures: Path, task: str, betas, seed: int, restarts: int | None = None) -> Path:
     """``<figures>/regression/<task>.png`` for the default sweep, tagged otherwise."""
     tag = "" if tuple(betas) == BETAS else "-beta" + "_".join(map(beta_name, betas))
     tag += "" if seed == 0 else f"-s{seed}"
+    tag += _restarts_tag(task, restarts)
     return figures / "regression" / f"{task}{tag}.png"
 
 
@@ -270,7 +288,7 @@ def main(argv=None) -> int:
                            progress=not args.no_progress, restarts=restarts, **arch)
                 runs.append(run_one(cfg))
                 _report(runs[-1]["metrics"], runs[-1]["dir"])
-            path = figure_path(args.figures, name, betas, args.seed)
+            path = figure_path(args.figures, name, betas, args.seed, restarts)
             _figure(path, runs)
             print(f"{name}: figure {path}", flush=True)
     except NonFiniteLossError as err:

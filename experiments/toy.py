@@ -10,9 +10,11 @@ by PSIS-LOO.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import itertools
 import multiprocessing as mp
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -262,8 +264,14 @@ def _worker_init(cores) -> None:
 def _add_xla_flag(flag: str) -> None:
     """Append ``flag`` to ``XLA_FLAGS`` unless the user's flags already set it (before JAX starts)."""
     flags = os.environ.get("XLA_FLAGS", "")
-    if flag.split("=")[0] not in flags:
+    name = flag.split("=", 1)[0]
+    if all(token.split("=", 1)[0] != name for token in flags.split()):
         os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
+
+
+def _jaxlib_at_least(*version: int) -> bool:
+    release = importlib.metadata.version("jaxlib").split(".")
+    return tuple(int(re.match(r"\d*", part).group() or 0) for part in release[:len(version)]) >= version
 
 
 def summarize(args, dataset: str, runs: list[dict]) -> str:
@@ -323,7 +331,10 @@ def main(dataset: str | None = None, argv=None) -> int:
     # XLA's YNNPACK fusions run the toy's predictions (batched 2x5, 5x5 and 5x2
     # products over draws) ~40% slower than XLA's own loops: 0.37 against 0.6 s
     # for 11,000 points x 500 draws, equal to 2e-15; the steps are unchanged.
-    _add_xla_flag("--xla_cpu_experimental_ynn_fusion_type=")
+    # Older jaxlib lacks the flag, and XLA aborts on a flag it does not know
+    # (0.10.1 is the oldest seen with it).
+    if _jaxlib_at_least(0, 10):
+        _add_xla_flag("--xla_cpu_experimental_ynn_fusion_type=")
     try:
         if args.all_priors:
             run_all(args, datasets)

@@ -143,18 +143,24 @@ def draw(result: FitResult, n: int = 500, seed: int = 0, *, log_p: bool = True) 
 
 def draw_mixture(results: list[FitResult], n: int = 500, seed: int = 0, *,
                  log_p: bool = True) -> Draws:
-    """``n`` draws from the equal-weight mixture of several fits' q, e.g. restarts of one model.
+    """``n`` draws from the mixture of several fits' q, e.g. restarts of one model.
 
-    Each fit gives ``n / len(results)`` of the draws (the first ones one more
-    where it does not divide). ``log_q`` is the mixture's density,
-    ``log(mean_k q_k(z))``, so :func:`loo` stays valid. Restarts from
-    different initial means find different modes; their mixture keeps the
-    spread between them, which one Gaussian q cannot (Wilson and Izmailov
-    2020 mix such fits, as MultiSWAG, in the same way). With one fit, the
-    same draws as :func:`draw`.
+    Fit ``k`` gives ``n_k`` of the draws, ``n / len(results)`` each (the
+    first ones one more where that does not divide), so the draws are a
+    sample of the mixture with weights ``n_k / n``, equal when it divides.
+    ``log_q`` is that mixture's density, ``log sum_k (n_k / n) q_k(z)``, so
+    :func:`loo` stays valid. Restarts from different initial means find
+    different modes; their mixture keeps the spread between them, which one
+    Gaussian q cannot (Wilson and Izmailov 2020 pool such fits, as
+    MultiSWAG, in the same way). The fits must be of one model structure
+    (same variables and shapes); ``log p`` and the variables are evaluated
+    with the first fit's model and data. With one fit, the same draws as
+    :func:`draw`.
     """
     if not results:
         raise ValueError("draw_mixture needs at least one fit")
+    if n < len(results):
+        raise ValueError(f"draw_mixture needs at least one draw per fit: n={n} for {len(results)} fits")
     layouts = {tuple((name, tuple(shape)) for name, _, shape, _ in compiled_model(r).layout.slots)
                for r in results}
     if len(layouts) > 1:
@@ -162,11 +168,10 @@ def draw_mixture(results: list[FitResult], n: int = 500, seed: int = 0, *,
     if len(results) == 1:
         return draw(results[0], n, seed, log_p=log_p)
     rng = np.random.default_rng(seed)
-    sizes = [len(part) for part in np.array_split(np.arange(n), len(results))]
+    sizes = np.array([len(part) for part in np.array_split(np.arange(n), len(results))])
     z = np.concatenate([_sample_q(r, k, rng)[0] for r, k in zip(results, sizes)])
-    log_qs = np.stack([_log_q(r, z) for r in results])
-    log_q = np.logaddexp.reduce(log_qs, axis=0) - np.log(len(results))
-    return _evaluate(results[0], z, log_q, log_p)
+    log_qs = np.stack([_log_q(r, z) for r in results]) + np.log(sizes / n)[:, None]
+    return _evaluate(results[0], z, np.logaddexp.reduce(log_qs, axis=0), log_p)
 
 
 def _sample_q(result: FitResult, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

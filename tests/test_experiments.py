@@ -157,3 +157,6 @@ def test_toy_xla_flags_keep_the_users(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true --xla_dump_to=x")
     _add_xla_flag("--xla_cpu_multi_thread_eigen=false")  # the user's own setting stays
     assert os.environ["XLA_FLAGS"] == "--xla_cpu_multi_thread_eigen=true --xla_dump_to=x"
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/xla_cpu_multi_thread_eigen")  # only a value
+    _add_xla_flag("--xla_cpu_multi_thread_eigen=false")
+    assert os.environ["XLA_FLAGS"].split()[-1] == "--xla_cpu_multi_thread_eigen=false"

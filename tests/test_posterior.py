@@ -76,10 +76,11 @@ def test_mixture_draws_and_density(fitted):
     L2[np.tril_indices(d)] = p2["L_tril"].get_value()
     L2[np.diag_indices(d)] = np.logaddexp(0, np.diag(L2))
     np.testing.assert_allclose(mixed.z[4:], mu2 + rng.standard_normal((3, d)) @ L2.T)
-    # log q: the equal-weight mixture's density, both components at every draw.
     q1 = st.norm(mu1, sd1).logpdf(mixed.z).sum(axis=1)
     q2 = st.multivariate_normal(mu2, L2 @ L2.T).logpdf(mixed.z)
-    np.testing.assert_allclose(mixed.log_q, np.logaddexp(q1, q2) - np.log(2), rtol=1e-9)
+    # log q: the density of the mixture the draws come from (weights 4/7 and 3/7).
+    np.testing.assert_allclose(mixed.log_q, np.logaddexp(q1 + np.log(4 / 7), q2 + np.log(3 / 7)),
+                               rtol=1e-9)
     logp = result.model.compile_logp(jacobian=True)
     ordering = result.approx.groups[0].ordering
     point = {name: mixed.z[5][slc].reshape(shape) for name, slc, shape, _ in ordering.values()}
@@ -94,6 +95,8 @@ def test_mixture_needs_fits_of_one_model(fitted):
         draw_mixture([result, other], 10)
     with pytest.raises(ValueError, match="at least one fit"):
         draw_mixture([], 10)
+    with pytest.raises(ValueError, match="one draw per fit: n=1 for 2 fits"):
+        draw_mixture([result, result], 1)
 
 
 def test_constrained_scales_are_positive(fitted):

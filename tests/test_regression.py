@@ -247,6 +247,10 @@ def test_figure_names():
     assert f(ROOT, "sine", experiment.BETAS, 0).name == "sine.png"
     assert f(ROOT, "sine", (0.1,), 0).name == "sine-beta0.1.png"
     assert f(ROOT, "blundell", experiment.BETAS, 2).name == "blundell-s2.png"
+    assert f(ROOT, "sine", experiment.BETAS, 0, restarts=5).name == "sine.png"  # the default
+    assert f(ROOT, "sine", (1.0,), 0, restarts=1).name == "sine-beta1-r1.png"
+    assert experiment.run_dir(ROOT, "sine", 1.0, 0, 1).name == "sine-beta1-s0-r1"
+    assert experiment.run_dir(ROOT, "blundell", 0.1, 3, 1).name == "blundell-beta0.1-s3"
 
 
 @pytest.mark.parametrize("args, message", [
