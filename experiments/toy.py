@@ -332,7 +332,9 @@ def main(dataset: str | None = None, argv=None) -> int:
     # products over draws) ~40% slower than XLA's own loops: 0.37 against 0.6 s
     # for 11,000 points x 500 draws, equal to 2e-15; the steps are unchanged.
     # Older jaxlib lacks the flag, and XLA aborts on a flag it does not know
-    # (0.10.1 is the oldest seen with it).
+    # (0.10.1 is the oldest seen with it). XLA reads the flags when JAX starts, in
+    # this call; they are put back afterwards (a caller's later processes keep theirs).
+    saved = os.environ.get("XLA_FLAGS")
     if _jaxlib_at_least(0, 10):
         _add_xla_flag("--xla_cpu_experimental_ynn_fusion_type=")
     try:
@@ -348,6 +350,11 @@ def main(dataset: str | None = None, argv=None) -> int:
     except NonFiniteLossError as err:
         print(f"{parser.prog}: error: {err} (try a smaller --lr or --init-std)", file=sys.stderr)
         return 1
+    finally:
+        if saved is None:
+            os.environ.pop("XLA_FLAGS", None)
+        else:
+            os.environ["XLA_FLAGS"] = saved
     return 0
 
 

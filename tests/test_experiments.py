@@ -160,3 +160,12 @@ def test_toy_xla_flags_keep_the_users(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/xla_cpu_multi_thread_eigen")  # only a value
     _add_xla_flag("--xla_cpu_multi_thread_eigen=false")
     assert os.environ["XLA_FLAGS"].split()[-1] == "--xla_cpu_multi_thread_eigen=false"
+
+
+def test_main_puts_xla_flags_back(monkeypatch, tmp_path):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true")
+    code = main("moons", ["--steps", "5", "--draws", "30", "--n-train", "20", "--n-test", "10",
+                          "--out", str(tmp_path / "out"), "--figures", str(tmp_path / "fig"),
+                          "--no-progress"])
+    assert code == 0
+    assert os.environ["XLA_FLAGS"] == "--xla_cpu_multi_thread_eigen=true"
