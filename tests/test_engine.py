@@ -54,6 +54,27 @@ def test_softplus_and_its_gradient_are_accurate(dtype):
     assert np.max(np.abs(slope - exact_slope) / exact_slope) < 4 * ulp
 
 
+def test_unflatten_and_its_gradient_are_jnp_split():
+    # The engine's split has its own gradient (a concatenation behind barriers);
+    # it must be the plain split's, piece for piece, in and out of jit.
+    layout = engine.Layout([("a", slice(0, 6), (2, 3), "float64"), ("b", slice(6, 10), (4,), "float64"),
+                            ("c", slice(10, 11), (), "float64")])
+    z = jnp.linspace(-1.0, 2.0, 11)
+
+    def plain(z):
+        return [p.reshape(s) for p, (_, _, s, _) in zip(jnp.split(z, [6, 10]), layout.slots)]
+
+    def loss(unflatten):
+        return lambda z: sum(jnp.sum(jnp.sin(v) * (i + 1)) for i, v in enumerate(unflatten(z)))
+
+    for ours, ref in zip(layout.unflatten(z), plain(z)):
+        np.testing.assert_array_equal(ours, ref)
+    expected = jax.grad(loss(plain))(z)
+    assert len(set(np.round(np.asarray(expected) / np.cos(z), 12))) == 3  # the pieces' weights differ
+    np.testing.assert_allclose(jax.grad(loss(layout.unflatten))(z), expected, rtol=1e-15)
+    np.testing.assert_allclose(jax.jit(jax.grad(loss(layout.unflatten)))(z), expected, rtol=1e-15)
+
+
 def test_batches_are_epochs_of_a_permutation():
     rows = batch_indices(seed=0, n=103, batch_size=10, steps=25)  # 10 batches per epoch
     assert rows.shape == (25, 10)
