@@ -21,22 +21,22 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: $(VENV)/.installed
-	$(VENV)/bin/python -m experiments.moons
+	$(VENV)/bin/bnn-zoo moons
 
 test: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q
 
 all-priors: $(VENV)/.installed
-	$(VENV)/bin/python -m experiments.toy --all-priors
+	$(VENV)/bin/bnn-zoo toy --all-priors
 
 mnist: $(VENV)/.installed
-	$(VENV)/bin/python -m experiments.mnist_cnn
+	$(VENV)/bin/bnn-zoo mnist-cnn
 
 bbb: $(VENV)/.installed
-	$(VENV)/bin/python -m experiments.mnist_bbb --prune
+	$(VENV)/bin/bnn-zoo mnist-bbb --prune
 
 regression: $(VENV)/.installed
-	$(VENV)/bin/python -m experiments.regression
+	$(VENV)/bin/bnn-zoo regression
 
 clean:
 	rm -rf $(VENV) results

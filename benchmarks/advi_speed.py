@@ -49,13 +49,13 @@ import numpy as np
 import optax
 from jax import lax
 
-from data import mnist
-from inference import noise, precision
-from inference.advi import _family, build_step, initial_params
-from inference.engine import JaxFit, batch_indices, softplus
-from inference.io import write_json
-from models import mlp_classifier
-from models.cnn import cnn_classifier
+from bnn_zoo.data import mnist
+from bnn_zoo.inference import noise, precision
+from bnn_zoo.inference.advi import _family, build_step, initial_params
+from bnn_zoo.inference.engine import JaxFit, batch_indices, softplus
+from bnn_zoo.inference.io import write_json
+from bnn_zoo.models import mlp_classifier
+from bnn_zoo.models.cnn import cnn_classifier
 
 LR, INIT_STD, SEED = 1e-3, 1e-3, 0
 CONV = ("NCHW", "HWIO", "NCHW")

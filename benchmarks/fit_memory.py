@@ -19,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-from data import mnist
-from inference import fit, precision
-from models import mlp_classifier
+from bnn_zoo.data import mnist
+from bnn_zoo.inference import fit, precision
+from bnn_zoo.models import mlp_classifier
 
 
 def peak_mb() -> float:

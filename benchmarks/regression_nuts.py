@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 import pymc as pm
 
-from data import regression
-from experiments.regression import ARCHITECTURE, DEFAULTS, RESTARTS, build_model, run_one, spread
+from bnn_zoo.data import regression
+from bnn_zoo.experiments.regression import ARCHITECTURE, DEFAULTS, RESTARTS, build_model, run_one, spread
 
 
 def _model(x, y, task: str) -> pm.Model:

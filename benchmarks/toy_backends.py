@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 
-from data import toy
-from inference import BACKENDS, fit
-from models import mlp_classifier
+from bnn_zoo.data import toy
+from bnn_zoo.inference import BACKENDS, fit
+from bnn_zoo.models import mlp_classifier
 
 
 def main(argv=None) -> None:

@@ -1,6 +1,7 @@
 """MNIST from its four IDX files: find or download them, verify, split, normalise.
 
-The files are looked for in ``data_dir``, else ``$MNIST_DIR``, else :data:`CACHE_DIR`,
+The files are looked for in ``data_dir``, else ``$MNIST_DIR``, else the user's cache
+(:func:`cache_dir`: ``~/.cache/bnn-zoo/mnist`` on Linux),
 each as ``<name>.gz`` or raw ``<name>``. Missing ones are downloaded (gzip) from
 :data:`MIRRORS` with pooch. Every file is checked against the sha256 of its
 *decompressed* content (:data:`CHECKSUMS`), so a copy compressed differently still
@@ -39,7 +40,14 @@ MIRRORS = (
     "http://yann.lecun.com/exdb/mnist/",
 )
 NORMALIZATIONS = ("255", "standardize", "126")
-CACHE_DIR = Path(__file__).parent / "cache" / "mnist"
+
+
+def cache_dir() -> Path:
+    """Where MNIST is downloaded by default: ``mnist/`` in :func:`bnn_zoo.data.user_cache`."""
+    from bnn_zoo.data import user_cache
+
+    return user_cache() / "mnist"
+
 
 _IDX_NDIM = {0x0801: 1, 0x0803: 3}  # magic -> ndim; both hold uint8
 
@@ -75,11 +83,11 @@ class MNIST:
 
 
 def resolve_dir(data_dir: str | os.PathLike | None = None) -> Path:
-    """The MNIST folder: ``data_dir``, else ``$MNIST_DIR`` if set, else :data:`CACHE_DIR`."""
+    """The MNIST folder: ``data_dir``, else ``$MNIST_DIR`` if set, else :func:`cache_dir`."""
     if data_dir is not None:
         return Path(data_dir)
     env = os.environ.get("MNIST_DIR")
-    return Path(env) if env else CACHE_DIR
+    return Path(env) if env else cache_dir()
 
 
 def _content(path: Path, expected: str | None = None) -> bytes:

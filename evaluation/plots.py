@@ -12,7 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from inference.io import atomic_write  # noqa: E402
+from bnn_zoo.inference.io import atomic_write  # noqa: E402
 
 
 def _save(fig, path) -> None:

@@ -1,8 +1,8 @@
-"""``python -m experiments.circles``: seed 004's hierarchical BNN on the circles data set."""
+"""``bnn-zoo circles``: seed 004's hierarchical BNN on the circles data set."""
 
 import sys
 
-from experiments.toy import main
+from bnn_zoo.experiments.toy import main
 
 if __name__ == "__main__":
-    sys.exit(main("circles"))
+    sys.exit(main(dataset="circles"))

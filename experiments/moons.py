@@ -1,8 +1,8 @@
-"""``python -m experiments.moons``: seed 004's hierarchical BNN on the moons data set."""
+"""``bnn-zoo moons``: seed 004's hierarchical BNN on the moons data set."""
 
 import sys
 
-from experiments.toy import main
+from bnn_zoo.experiments.toy import main
 
 if __name__ == "__main__":
-    sys.exit(main("moons"))
+    sys.exit(main(dataset="moons"))

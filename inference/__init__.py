@@ -1,23 +1,9 @@
-"""Fitting (ADVI) and posterior handling for the zoo's PyMC models."""
+"""Fitting (ADVI) and posterior handling for any PyMC model."""
 
-from inference.advi import BACKENDS, ENGINES, METHODS, FitResult, NonFiniteLossError, fit, precision
-from inference.checkpoint import CheckpointError
-from inference.posterior import Draws, draw, draw_mixture, loo, predict, predict_proba, to_datatree
+from bnn_zoo.inference.advi import FitResult, NonFiniteLossError, fit, precision
+from bnn_zoo.inference.checkpoint import CheckpointError
+from bnn_zoo.inference.families import METHODS
+from bnn_zoo.inference.posterior import loo, predict, sample
 
-__all__ = [
-    "BACKENDS",
-    "ENGINES",
-    "CheckpointError",
-    "METHODS",
-    "Draws",
-    "FitResult",
-    "NonFiniteLossError",
-    "draw",
-    "draw_mixture",
-    "fit",
-    "loo",
-    "precision",
-    "predict",
-    "predict_proba",
-    "to_datatree",
-]
+__all__ = ["METHODS", "CheckpointError", "FitResult", "NonFiniteLossError", "fit", "loo",
+           "precision", "predict", "sample"]

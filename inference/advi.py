@@ -1,15 +1,13 @@
-"""ADVI for the zoo's PyMC models: the one place where models are fitted.
+"""``fit``: ADVI for any PyMC model, and its result.
 
-:func:`fit` maximises PyMC's ``KLqp`` objective for a ``MeanField`` or
-``FullRank`` approximation with two engines behind one interface:
-``"jax"`` (:mod:`inference.engine`: the model's log density compiled to JAX
-once and the whole optimisation run there) and ``"pymc"`` (the reference:
-PyMC's own compiled step, on a pytensor backend, called once per step). Both
-add what a BNN needs and PyMC does not default to: random initial means
-(all-zero means keep hidden units identical), a small initial posterior std,
-a KL weight ``beta``, optional minibatches, checkpoints and resume, and a
-loss check that stops on the first non-finite value instead of returning
-garbage. :func:`build_step` is the PyMC engine's set-up and compiled step.
+:func:`fit` compiles the model to JAX (:mod:`~bnn_zoo.inference.jaxmodel`),
+builds the objective (:mod:`~bnn_zoo.inference.objective`) and runs the
+functional core's steps (:mod:`~bnn_zoo.inference.core`) on the engine
+(:mod:`~bnn_zoo.inference.engine`), with what a BNN needs and PyMC does not
+default to: random initial means (all-zero means keep hidden units
+identical), a small initial posterior std, a KL weight ``beta``, minibatches
+from named data containers, checkpoints and resume, and a stop on the first
+non-finite ELBO instead of returning garbage.
 """
 
 from __future__ import annotations
@@ -17,40 +15,24 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 import pymc as pm
-import pymc.variational as pmvi
 import pytensor
-from pymc.pytensorf import resolve_backend_compile_kwargs
-from pymc.variational import updates
 from rich.progress import MofNCompleteColumn, Progress, TextColumn
 
-from inference import jax_fixes  # noqa: F401  (float32 stays float32 on the JAX backend)
-from inference import checkpoint as ckpt
-from inference import engine as engine_mod
-from inference.checkpoint import FitState
+from bnn_zoo.inference import checkpoint as ckpt
+from bnn_zoo.inference import core, families, objective, optim
+from bnn_zoo.inference.engine import CHUNK, Runner, compile_steps, steps_per_epoch
+from bnn_zoo.inference.families import Family
+from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
 
-METHODS = ("advi", "fullrank_advi")
-ENGINES = ("jax", "pymc")
-BACKENDS = ("numba", "c", "jax")
-OPTIMIZERS = {
-    "adam": updates.adam,
-    "adamax": updates.adamax,
-    "adagrad_window": updates.adagrad_window,
-    "rmsprop": updates.rmsprop,
-    "sgd": updates.sgd,
-    "momentum": updates.momentum,
-}
-
-
-# Settings a resumed fit must share with its checkpoint (the backend may change).
-# Of lr_decay only the part that the steps already done used must agree.
-CHECKPOINT_SETTINGS = ("engine", "optimizer", "learning_rate", "lr_decay", "batch_size", "beta",
-                       "kl_weighting", "mc_samples", "seed")
+KL_WEIGHTINGS = ("constant", "blundell")
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -59,18 +41,54 @@ class NonFiniteLossError(FloatingPointError):
 
 @dataclass
 class FitResult:
-    """A fitted approximation and how it got there."""
+    """A fitted q, the model it approximates, and how the fit went.
 
-    approx: pmvi.Approximation
+    q is a Gaussian over the model's unconstrained values, flattened as
+    ``layout`` says; ``params`` are its parameters in PyMC's layout
+    (:mod:`~bnn_zoo.inference.families`). :attr:`mean`, :attr:`sd` and
+    :meth:`cov` read them by variable; :func:`bnn_zoo.sample` draws from q.
+    """
+
     model: pm.Model
-    elbo: np.ndarray  # per-step ELBO estimate (with the KL weight beta)
-    method: str
-    backend: str
+    family: Family
+    layout: Layout
+    params: dict[str, np.ndarray]
+    elbo: np.ndarray  # per-step ELBO estimate (with the KL weight beta), full-data scale
+    config: dict  # the settings, as recorded in results
     seconds: float  # whole fit, compilation included (and earlier runs, when resumed)
     compile_seconds: float  # compilation and the first step of this run
-    config: dict = field(default_factory=dict)
-    cache: dict = field(default_factory=dict, repr=False)  # compiled posterior functions
+    density: ModelFunction = field(repr=False)
     _timed: tuple[int, float] = (0, 0.0)  # this run's steps after the first, and their seconds
+
+    @property
+    def method(self) -> str:
+        return self.family.name
+
+    @property
+    def mean(self) -> dict[str, np.ndarray]:
+        """q's mean of each value variable (the unconstrained space), by name."""
+        return self.layout.split(self.family.mean_and_factor(self.params)[0])
+
+    @property
+    def sd(self) -> dict[str, np.ndarray]:
+        """q's marginal standard deviation of each value variable, by name."""
+        return self.layout.split(np.sqrt(np.diag(self.cov())) if self.method == "fullrank_advi"
+                                 else self.family.mean_and_factor(self.params)[1])
+
+    def cov(self) -> np.ndarray:
+        """q's covariance over the flat vector (``layout`` names its coordinates)."""
+        return families.covariance(self.family.mean_and_factor(self.params)[1])
+
+    def to_pymc(self):
+        """q as a ``pymc.variational`` ``MeanField`` or ``FullRank`` with these parameters."""
+        approx = self.family.pymc(model=self.model)
+        group = approx.groups[0]
+        if [(name, group.ordering[name][1]) for name in self.layout.names] != \
+                [(name, slc) for name, slc, _, _ in self.layout.slots]:
+            raise ValueError("PyMC orders this model's variables differently from the fit")
+        for name, value in self.params.items():
+            group.params_dict[name].set_value(np.asarray(value, dtype=group.params_dict[name].dtype))
+        return approx
 
     @property
     def ms_per_step(self) -> float:
@@ -87,9 +105,22 @@ class FitResult:
 
 @contextlib.contextmanager
 def precision(float32: bool):
-    """Build *and* fit a model inside this context to run it in float32."""
+    """Build a model inside this context to have it in float32 (``fit`` follows the model)."""
     with pytensor.config.change_flags(floatX="float32" if float32 else "float64"):
         yield
+
+
+def model_dtype(model: pm.Model) -> str:
+    """The float dtype of the model's value variables (all must share it)."""
+    dtypes = {v.dtype for v in model.value_vars}
+    if not model.value_vars or len(dtypes) != 1 or not dtypes <= {"float32", "float64"}:
+        raise ValueError(f"ADVI needs continuous value variables of one float dtype, got "
+                         f"{sorted(dtypes) or 'none'}")
+    data = {v.dtype for v in model.data_vars if v.dtype.startswith("float")}
+    if data - dtypes:
+        raise ValueError(f"model data is {sorted(data)} but its variables are {dtypes.pop()}: "
+                         "build the whole model inside bnn_zoo.precision()")
+    return dtypes.pop()
 
 
 def _fan_in(shape: tuple) -> int:
@@ -98,66 +129,19 @@ def _fan_in(shape: tuple) -> int:
     return int(np.prod(shape[:-1]))
 
 
-def _initial_means(group, rng: np.random.Generator) -> np.ndarray:
-    """Model's initial point, plus N(0, 1/fan_in) noise on every weight matrix.
+def initial_mean(layout: Layout, point: dict, seed: int) -> np.ndarray:
+    """The model's initial point, plus N(0, 1/fan_in) noise on every weight matrix.
 
     Biases and scalars start at the initial point (biases at 0, scales at the
     hyperprior's support point). The random weights break the symmetry
-    between hidden units. The initial point is the one PyMC put in the
-    group's ``mu`` (``model.initial_point()`` in q's flat layout).
+    between hidden units.
     """
-    mu = np.asarray(group.params_dict["mu"].get_value(), dtype="float64").copy()
-    for name, slc, shape, _ in group.ordering.values():
+    rng = np.random.default_rng(seed)
+    mu = layout.flatten(point)
+    for _, slc, shape, _ in layout.slots:
         if len(shape) >= 2:
             mu[slc] += rng.normal(0.0, 1.0 / np.sqrt(_fan_in(shape)), size=shape).ravel()
     return mu
-
-
-def _family(method: str):
-    return pmvi.MeanField if method == "advi" else pmvi.FullRank
-
-
-def initial_params(group, method: str, init_std: float, seed: int) -> dict:
-    """Initial variational parameters in PyMC's layout, in ``floatX``.
-
-    Random means (:func:`_initial_means`) and the same std ``init_std`` for
-    every coordinate: ``rho`` with std = softplus(rho) for mean-field; for
-    full-rank, ``L_tril`` (L packed row-major) diagonal, whose diagonal PyMC
-    also stores as rho (softplus'ed in ``FullRankGroup.L``).
-    """
-    dtype = pytensor.config.floatX
-    mu = _initial_means(group, np.random.default_rng(seed)).astype(dtype)
-    rho = np.log(np.expm1(init_std))
-    if method == "advi":
-        return {"mu": mu, "rho": np.full(group.ddim, rho, dtype=dtype)}
-    L = rho * np.eye(group.ddim)
-    return {"mu": mu, "L_tril": L[np.tril_indices(group.ddim)].astype(dtype)}
-
-
-@contextlib.contextmanager
-def _inputs_on_device(step_fn, backend: str):
-    """Under JAX, give the step function device arrays for its read-only inputs (the data).
-
-    Otherwise every call copies them to the device: the whole training set,
-    as ``pm.Minibatch`` slices inside the compiled step. Measured on the
-    MNIST CNN (50,000 images, batch 128, 2 CPU cores): 192 -> 95 ms/step.
-    The NumPy arrays are put back afterwards.
-    """
-    held = []
-    if backend == "jax":
-        import jax
-
-        for inp in step_fn.maker.inputs:
-            container = inp.variable.container
-            if inp.update is None and isinstance(container.storage[0], np.ndarray):
-                held.append((container, container.storage[0]))
-    try:
-        for container, value in held:
-            container.storage[0] = jax.device_put(value)
-        yield
-    finally:
-        for container, value in held:
-            container.storage[0] = value
 
 
 def _progress(show: bool) -> Progress:
@@ -167,338 +151,217 @@ def _progress(show: bool) -> Progress:
     )
 
 
-def build_step(
-    model: pm.Model,
-    *,
-    method: str = "advi",
-    optimizer: str = "adam",
-    learning_rate: float = 1e-2,
-    batch_size: int | None = None,
-    data: tuple[str, ...] = ("X", "y"),
-    init_std: float = 0.01,
-    beta: float = 1.0,
-    mc_samples: int = 1,
-    backend: str = "numba",
-    seed: int = 0,
-    stream: int | None = None,
-):
-    """Set up q and compile one ADVI step; the building block of :func:`fit`.
-
-    Arguments as in :func:`fit` (``stream`` seeds the Monte Carlo noise and
-    minibatches, default ``seed``). Call it under the :func:`precision` the
-    model was built in. Returns ``(inference, step_fn)``: the ``pmvi.KLqp``
-    object and a compiled function that takes one optimisation step and
-    returns the loss (the negative ELBO estimate).
-    """
-    inference = pmvi.KLqp(_family(method)(model=model, random_seed=seed if stream is None else stream),
-                          beta=beta)
-    group = inference.approx.groups[0]
-    for name, value in initial_params(group, method, init_std, seed).items():
-        group.params_dict[name].set_value(value)
-
-    replacements = {}
-    if batch_size is not None:
-        _check_batches(model, data, batch_size)
-        containers = [model[name] for name in data]
-        batches = pm.Minibatch(*containers, batch_size=batch_size)
-        if len(containers) == 1:
-            batches = [batches]
-        replacements = dict(zip(containers, batches))
-
-    with warnings.catch_warnings():
-        # Expected under JAX, and printed on every compile: the step function
-        # keeps its own copy of the random generators, and drops pm.Minibatch's
-        # shape assertion (the containers' lengths are checked above).
-        warnings.filterwarnings("ignore", message="The RandomType SharedVariables")
-        warnings.filterwarnings("ignore", message="Skipping Assert")
-        step_fn = inference.objective.step_function(
-            score=True,
-            obj_n_mc=mc_samples,
-            obj_optimizer=OPTIMIZERS[optimizer](learning_rate=learning_rate),
-            more_replacements=replacements,
-            compile_kwargs=resolve_backend_compile_kwargs(backend, None),
-        )
-    return inference, step_fn
-
-
-class _PymcSteps:
-    """The reference engine: PyMC's compiled KLqp step, called once per step from Python."""
-
-    chunk = 10  # steps between progress updates
-
-    def __init__(self, model, *, seed, stream, backend, batch_size, **settings):
-        self.inference, self.step_fn = build_step(
-            model, seed=seed, stream=stream, backend=backend, batch_size=batch_size, **settings)
-        self.group = self.inference.approx.groups[0]
-        self.backend = backend
-        self.shared = [i.variable for i in self.step_fn.maker.inputs
-                       if i.update is not None and isinstance(i.variable.get_value(), np.ndarray)]
-        # PyMC divides the loss by N / batch_size; the ELBO is reported at full-data scale.
-        self.scale = 1.0
-        if batch_size is not None:
-            self.scale = model[settings["data"][0]].get_value().shape[0] / batch_size
-
-    def device(self):
-        return _inputs_on_device(self.step_fn, self.backend)
-
-    def advance(self, start: int, n: int) -> np.ndarray:
-        return np.array([-float(self.step_fn()) * self.scale for _ in range(n)])
-
-    def arrays(self) -> list[np.ndarray]:
-        return [v.get_value() for v in self.shared]
-
-    def load(self, arrays) -> None:
-        for v, a in zip(self.shared, arrays):
-            v.set_value(np.asarray(a).astype(v.get_value().dtype))
-
-    def cache(self) -> dict:
-        return {}
-
-    def finish(self) -> pmvi.Approximation:
-        for p in self.inference.approx.params:  # the JAX backend can leave device arrays behind
-            p.set_value(np.asarray(p.get_value()))
-        return self.inference.approx
-
-
-class _JaxSteps:
-    """The fast engine (:mod:`inference.engine`): many steps per call, all in JAX."""
-
-    chunk = engine_mod.CHUNK
-
-    def __init__(self, model, *, method, init_std, seed, **settings):
-        self.approx = _family(method)(model=model, random_seed=seed)
-        self.group = self.approx.groups[0]
-        init = initial_params(self.group, method, init_std, seed)
-        self.fit = engine_mod.JaxFit(model, self.group, init, method=method, seed=seed,
-                                 dtype=pytensor.config.floatX, **settings)
-        self.advance, self.arrays, self.load = self.fit.advance, self.fit.arrays, self.fit.load
-
-    def device(self):
-        return contextlib.nullcontext()
-
-    def finish(self) -> pmvi.Approximation:
-        self.fit.write_back(self.group)
-        return self.approx
-
-    def cache(self) -> dict:
-        """What the posterior functions reuse: the model as compiled for the fit."""
-        return {"model": self.fit.problem.density}
-
-
 def fit(
     model: pm.Model,
     *,
     method: str = "advi",
     steps: int = 10_000,
-    optimizer: str = "adam",
-    learning_rate: float = 1e-2,
-    lr_decay: Mapping[int, float] | None = None,
+    optimizer: optax.GradientTransformation | None = None,
     batch_size: int | None = None,
-    data: tuple[str, ...] = ("X", "y"),
+    minibatch: Sequence[str] | None = None,
     init_std: float = 0.01,
     beta: float = 1.0,
-    kl_weighting: str = "constant",
+    kl_weighting: str | Callable = "constant",
     mc_samples: int = 1,
-    engine: str = "jax",
-    backend: str = "numba",
-    float32: bool = False,
+    path_derivative: bool = False,
     seed: int = 0,
     progressbar: bool = True,
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: int = 500,
     resume: str | os.PathLike | None = None,
 ) -> FitResult:
-    """Fit a mean-field or full-rank Gaussian approximation by ADVI.
+    """Fit a mean-field or full-rank Gaussian approximation to ``model``'s posterior by ADVI.
 
     Parameters
     ----------
     model : pm.Model
-        Built under :func:`precision` with the same ``float32``.
+        Any PyMC model with continuous free variables. It is fitted in the
+        dtype it was built in (build it inside :func:`precision` for float32).
     method : {"advi", "fullrank_advi"}
         Mean-field (diagonal) or full-rank Gaussian in the unconstrained space.
     steps : int
-        Optimisation steps.
-    optimizer : str
-        One of :data:`OPTIMIZERS`, with ``learning_rate``.
-    lr_decay : dict of int to float, optional
-        Step decay of the learning rate (``"jax"`` engine): ``{step: factor}``
-        multiplies the rate by ``factor`` from that 0-based step on, like
-        optax's ``piecewise_constant_schedule`` (``{8000: 0.1}``: 10x smaller
-        from step 8000). A fit resumed from a checkpoint may add or change
-        the decays at steps it has not yet taken.
+        Optimisation steps (the total, when resuming).
+    optimizer : optax.GradientTransformation, optional
+        Any optax optimizer; learning-rate schedules are optax schedules
+        (``optax.adam(optax.cosine_decay_schedule(0.01, steps))``). Default:
+        Adam at a constant 0.01.
     batch_size : int, optional
-        Minibatch size; ``None`` uses the full data each step. The model's
-        observed variables must carry ``total_size`` (the builders set it).
-    data : tuple of str
-        Names of the ``pm.Data`` containers sliced into minibatches together.
+        Minibatch size; ``None`` uses the full data each step. The observed
+        variables must carry ``total_size`` for the likelihood to stay at
+        full-data scale (the zoo's builders set it).
+    minibatch : sequence of str, optional
+        The ``pm.Data`` containers cut into minibatches (rows taken
+        together); default every container of the model.
     init_std : float
         Initial posterior std of every unconstrained variable. PyMC's default
-        (~0.7) makes wide nets diverge, and on the toy BNN 0.1 let the
-        hierarchical scales collapse to a near-linear fit where 0.01 did not.
+        (~0.7) makes wide nets diverge.
     beta : float
         KL weight: maximises ``E_q[log p(D|w)] - beta * KL(q || prior)``.
-    kl_weighting : {"constant", "blundell"}
-        How the KL part is spread over the minibatches of an epoch:
-        ``"constant"``, equally (PyMC's ``1 / M``); ``"blundell"``, minibatch
-        ``i`` of ``M`` gets ``2^(M-i) / (2^M - 1)`` (Blundell et al. 2015;
-        needs ``batch_size`` and the ``"jax"`` engine). The reported ELBO is
-        the same either way.
+    kl_weighting : {"constant", "blundell"} or callable
+        How the KL part is spread over an epoch's minibatches: a function of
+        the step ``t`` that scales it in the loss (not in the reported ELBO).
+        ``"constant"``: equally; ``"blundell"``: Blundell et al.'s (2015)
+        ``2^(M-i) / (2^M - 1)`` (:func:`objective.blundell`; needs ``batch_size``).
     mc_samples : int
-        Monte Carlo draws of q per gradient step (more: less noisy, slower).
-    engine : {"jax", "pymc"}
-        ``"jax"``: :mod:`inference.engine`, the whole loop compiled to JAX
-        (fast; minibatches are epochs of a random permutation).
-        ``"pymc"``: the reference, PyMC's own ``KLqp`` step compiled by
-        pytensor's ``backend`` and called once per step (minibatches drawn
-        with replacement by ``pm.Minibatch``). Both optimise the same
-        objective from the same initial parameters.
-    backend : {"numba", "c", "jax"}
-        pytensor backend of the ``"pymc"`` engine (the ``"jax"`` engine
-        always runs in JAX).
-    float32 : bool
-        Fit in single precision.
+        Monte Carlo draws of q per gradient step.
+    path_derivative : bool
+        The "sticking the landing" gradient of the entropy term (Roeder et
+        al. 2017): lower variance near the optimum, same expectation.
     seed : int
         Seeds the initial means, the Monte Carlo noise and the minibatches.
     progressbar : bool
         Show a progress bar with the running ELBO (mean of the last 100 steps).
     checkpoint : path, optional
-        Write the fit's state (variational parameters, optimizer state, ELBO
-        so far) to this netCDF file every ``checkpoint_every`` steps and at
-        the end, atomically.
+        Write the fit's state to this netCDF file every ``checkpoint_every``
+        steps and at the end, atomically.
     resume : path, optional
-        Continue from a checkpoint written by a fit of the same model (and
-        data shapes), engine, method and optimisation settings; the
-        ``"pymc"`` engine's backend may differ. ``steps`` is the total, so
-        the fit runs the remaining ones. The ``"jax"`` engine continues
-        exactly as an uninterrupted fit would; the ``"pymc"`` engine restarts
-        its Monte Carlo and minibatch streams from ``(seed, step)``
-        (reproducible, not bit-identical).
+        Continue from a checkpoint of this model, data and settings (any
+        optimizer of the same state structure: the change is recorded in
+        ``config["history"]``). With the same optimizer the fit continues
+        exactly as an uninterrupted one would.
 
     Returns
     -------
     FitResult
-        Its ELBO trace is at the full-data scale for both engines.
 
     Raises
     ------
+    ValueError
+        For bad arguments, naming the argument.
     NonFiniteLossError
         When the ELBO becomes NaN or infinite; the message names the step.
     CheckpointError
-        When ``resume`` is not a checkpoint of this model, method and settings.
+        When ``resume`` is not a checkpoint of this fit.
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
-    if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
-    valid = OPTIMIZERS if engine == "pymc" else engine_mod.OPTIMIZERS
-    if optimizer not in valid:
-        raise ValueError(f"unknown optimizer {optimizer!r} for engine {engine!r}; "
-                         f"valid: {', '.join(valid)}")
-    if steps < 1 or mc_samples < 1:
-        raise ValueError(f"steps and mc_samples must be >= 1, got {steps} and {mc_samples}")
-    if not (init_std > 0 and learning_rate > 0 and beta > 0):
-        raise ValueError("init_std, learning_rate and beta must be positive")
+    family = families.get(method)
+    if not (isinstance(steps, (int, np.integer)) and steps >= 1):
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    if not (isinstance(mc_samples, (int, np.integer)) and mc_samples >= 1):
+        raise ValueError(f"mc_samples must be an integer >= 1, got {mc_samples!r}")
+    for name, value in (("init_std", init_std), ("beta", beta)):
+        if not (value > 0 and np.isfinite(value)):
+            raise ValueError(f"{name} must be positive and finite, got {value!r}")
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
-    if kl_weighting not in engine_mod.KL_WEIGHTINGS:
-        raise ValueError(f"unknown kl_weighting {kl_weighting!r}; "
-                         f"valid: {', '.join(engine_mod.KL_WEIGHTINGS)}")
-    if kl_weighting != "constant" and (engine != "jax" or batch_size is None):
-        raise ValueError(f"kl_weighting={kl_weighting!r} needs minibatches (batch_size) and "
-                         "the 'jax' engine")
-    lr_decay = _check_lr_decay(lr_decay, engine)
-    if batch_size is not None:
-        _check_batches(model, data, batch_size)
+    if optimizer is None:
+        optimizer = optim.make("adam", 1e-2, steps)
+    if not isinstance(optimizer, optax.GradientTransformation):
+        raise ValueError(f"optimizer must be an optax GradientTransformation, got {optimizer!r}")
+    dtype = model_dtype(model)
+    sliced, n = _minibatch(model, minibatch, batch_size)
+    kl_weight, kl_key = _kl_weighting(kl_weighting, batch_size, steps_per_epoch(n, batch_size))
 
-    with precision(float32):
-        dtype = pytensor.config.floatX
-        built_as = {v.dtype for v in model.data_vars if v.dtype.startswith("float")}
-        if built_as and built_as != {dtype}:
-            raise ValueError(
-                f"model data is {built_as.pop()} but fit runs in {dtype}: "
-                f"build the model inside inference.precision(float32={float32})"
-            )
+    with pytensor.config.change_flags(floatX=dtype):
         saved = ckpt.load(resume) if resume else None
-        done = int(saved.attrs["steps_done"]) if saved is not None else 0
-        config = dict(
-            engine=engine, method=method, steps=steps, optimizer=optimizer,
-            learning_rate=learning_rate, lr_decay=[list(d) for d in lr_decay],
-            batch_size=batch_size, init_std=init_std, beta=beta, kl_weighting=kl_weighting,
-            mc_samples=mc_samples, backend=backend if engine == "pymc" else "jax",
-            float32=float32, seed=seed, resumed_at=done,
-        )
-        settings = dict(method=method, optimizer=optimizer, learning_rate=learning_rate,
-                        batch_size=batch_size, data=data, init_std=init_std, beta=beta,
-                        mc_samples=mc_samples, seed=seed)
+        done = saved.steps_done if saved is not None else 0
+        if done > steps:
+            raise ckpt.CheckpointError(f"checkpoint {resume} has {done} steps, more than the "
+                                       f"{steps} asked for")
         t0 = time.perf_counter()
-        if engine == "pymc":
-            # A resumed fit draws fresh Monte Carlo noise and minibatches, seeded by (seed, step).
-            stream = seed if not done else int(np.random.default_rng([seed, done]).integers(2**30))
-            run = _PymcSteps(model, stream=stream, backend=backend, **settings)
-        else:
-            run = _JaxSteps(model, kl_weighting=kl_weighting, lr_decay=lr_decay, **settings)
-        state = FitState.of(run.arrays, run.load, run.group, model,
-                            {k: config[k] for k in CHECKPOINT_SETTINGS})
-        hist, seconds_before = np.empty(0), 0.0
+        point = model.initial_point()
+        layout = Layout.of(model, point)
+        density = compile_model(model, layout)
+        params = {k: jnp.asarray(v, dtype)
+                  for k, v in family.init(initial_mean(layout, point, seed).astype(dtype),
+                                          init_std).items()}
+        state = core.init(params, optimizer)
+        settings = dict(method=method, batch_size=batch_size, minibatch=sorted(
+            name for name, cut in zip((v.name for v in model.data_vars), sliced) if cut),
+            beta=beta, kl_weighting=kl_key if isinstance(kl_key, str) else "custom",
+            mc_samples=mc_samples, path_derivative=path_derivative, seed=seed, dtype=dtype,
+            init_std=init_std)
+        fingerprint = ckpt.fingerprint(model, layout, state, settings)
+        history = [[0, optim.describe(optimizer)]]
+        seconds_before, elbo = 0.0, np.full(steps, np.nan)
         if saved is not None:
-            hist, seconds_before = state.restore(saved, resume, steps=steps)
-        elbo = np.full(steps, np.nan)
-        elbo[:done] = hist
-        first_step, i = None, done
-        with _progress(progressbar) as progress, run.device():
+            state = saved.restore(state, fingerprint)
+            history = saved.history + ([[done, optim.describe(optimizer)]]
+                                       if done < steps and saved.history[-1][1] != optim.describe(optimizer)
+                                       else [])
+            elbo[:done], seconds_before = saved.elbo, saved.seconds
+        data = tuple(jax.device_put(v.get_value()) for v in model.data_vars)
+        objective_ = objective.ELBO(density, family, beta=beta,
+                                    scale=n / batch_size if batch_size else 1.0,
+                                    path_derivative=path_derivative)
+        key = ("fit", method, _key(optimizer), sliced, batch_size, beta, mc_samples, dtype, kl_key,
+               path_derivative, tuple((d.shape, str(d.dtype)) for d in data))
+        steps_fns = density.jitted.get(key)
+        if steps_fns is None:
+            steps_fns = density.jitted[key] = compile_steps(
+                objective_, optimizer, sliced=sliced, n=n, batch_size=batch_size,
+                mc_samples=mc_samples, kl_weight=kl_weight, dtype=dtype)
+        runner = Runner(steps_fns, data, seed)
+
+        first_step, first_done, i = None, done, done
+        with _progress(progressbar) as progress:
             task = progress.add_task("ADVI", total=steps, completed=done, elbo="")
             while i < steps:
-                n = 1 if first_step is None else min(run.chunk, steps - i)
+                k = 1 if first_step is None else min(CHUNK, steps - i)
                 if checkpoint is not None:  # stop at every checkpoint boundary
-                    n = min(n, checkpoint_every - i % checkpoint_every)
-                trace = run.advance(i, n)
+                    k = min(k, checkpoint_every - i % checkpoint_every)
+                state, trace = runner.advance(state, i, k)
                 bad = np.flatnonzero(~np.isfinite(trace))
                 if bad.size:
                     raise NonFiniteLossError(f"ELBO is {trace[bad[0]]} at step {i + bad[0] + 1}")
-                elbo[i : i + n] = trace
-                i += n
+                elbo[i : i + k] = trace
+                i += k
                 if first_step is None:
                     first_step, first_done = time.perf_counter(), i
                 if checkpoint is not None and (i % checkpoint_every == 0 or i == steps):
-                    state.save(checkpoint, elbo[:i], seconds_before + time.perf_counter() - t0)
+                    ckpt.save(checkpoint, state, elbo=elbo[:i],
+                              seconds=seconds_before + time.perf_counter() - t0,
+                              fingerprint_=fingerprint, history=history)
                 recent = elbo[max(0, i - 100) : i]
                 progress.update(task, completed=i, elbo=f"ELBO {recent.mean():,.5g}")
         end = time.perf_counter()
-        approx = run.finish()
 
+    config = dict(settings, steps=steps, optimizer=optim.describe(optimizer), history=history,
+                  resumed_at=done)
     ran = steps - done
     return FitResult(
-        approx=approx, model=model, elbo=elbo, method=method, backend=config["backend"],
-        seconds=seconds_before + end - t0,
-        compile_seconds=(first_step if ran else end) - t0, config=config, cache=run.cache(),
-        _timed=(steps - first_done, end - first_step) if ran else (0, 0.0),
+        model=model, family=family, layout=layout,
+        params={k: np.asarray(v) for k, v in state.params.items()}, elbo=elbo, config=config,
+        seconds=seconds_before + end - t0, compile_seconds=(first_step if ran else end) - t0,
+        density=density, _timed=(steps - first_done, end - first_step) if ran else (0, 0.0),
     )
 
 
-def _check_lr_decay(lr_decay, engine: str) -> tuple[tuple[int, float], ...]:
-    """``lr_decay`` as ``(step, factor)`` pairs sorted by step, checked."""
-    if not lr_decay:
-        return ()
-    if engine != "jax":
-        raise ValueError("lr_decay needs the 'jax' engine")
-    for step, factor in lr_decay.items():
-        if not (isinstance(step, (int, np.integer)) and step >= 1 and factor > 0
-                and np.isfinite(factor)):
-            raise ValueError(f"lr_decay needs integer steps >= 1 and positive factors, "
-                             f"got {step!r}: {factor!r}")
-    return tuple(sorted((int(step), float(factor)) for step, factor in lr_decay.items()))
+def _key(optimizer) -> object:
+    """What identifies the optimizer's computation: its description, or the object itself."""
+    return optimizer.description if isinstance(optimizer, optim.Described) else optimizer
 
 
-def _check_batches(model: pm.Model, data: tuple[str, ...], batch_size: int) -> None:
-    """The minibatched containers exist, share their length, and hold at least one batch."""
-    missing = [name for name in data if name not in model.named_vars]
-    if missing:
-        raise ValueError(f"no data container {', '.join(missing)} in the model")
-    lengths = {name: model[name].get_value().shape[0] for name in data}
+def _kl_weighting(kl_weighting, batch_size, per_epoch) -> tuple[Callable, object]:
+    """``(kl_weight(t), key)`` from ``fit``'s ``kl_weighting``."""
+    if callable(kl_weighting):
+        return kl_weighting, kl_weighting
+    if kl_weighting not in KL_WEIGHTINGS:
+        raise ValueError(f"unknown kl_weighting {kl_weighting!r}; valid: "
+                         f"{', '.join(KL_WEIGHTINGS)} or a function of the step")
+    if kl_weighting == "constant":
+        return objective.constant(), "constant"
+    if batch_size is None:
+        raise ValueError("kl_weighting='blundell' needs minibatches (batch_size)")
+    return objective.blundell(per_epoch), f"blundell({per_epoch})"
+
+
+def _minibatch(model: pm.Model, minibatch, batch_size) -> tuple[tuple[bool, ...], int]:
+    """Which data containers are cut into minibatches, and their length (0 without minibatches)."""
+    containers = list(model.data_vars)
+    names = [c.name for c in containers]
+    if batch_size is None:
+        if minibatch:
+            raise ValueError("minibatch names containers to cut, but batch_size is None")
+        return tuple(False for _ in containers), 0
+    chosen = list(names if minibatch is None else minibatch)
+    missing = [name for name in chosen if name not in names]
+    if missing or not chosen or len(set(chosen)) < len(chosen):
+        raise ValueError(f"minibatch must name distinct data containers of the model "
+                         f"({', '.join(names) or 'none'}), got {list(chosen)}")
+    lengths = {c.name: c.get_value().shape[0] for c in containers if c.name in chosen}
     if len(set(lengths.values())) > 1:
-        raise ValueError(f"minibatch containers differ in length: {lengths}")
-    n = lengths[data[0]]
-    if not 1 <= batch_size <= n:
-        raise ValueError(f"batch_size must be in 1..{n}, got {batch_size}")
+        raise ValueError(f"minibatch containers differ in length: {lengths}; name the ones to cut")
+    n = next(iter(lengths.values()))
+    if not (isinstance(batch_size, (int, np.integer)) and 1 <= batch_size <= n):
+        raise ValueError(f"batch_size must be an integer in 1..{n}, got {batch_size!r}")
+    return tuple(c.name in chosen for c in containers), n

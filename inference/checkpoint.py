@@ -1,88 +1,139 @@
-"""Checkpoints of an ADVI fit: everything its step function updates, as netCDF.
+"""Checkpoints of a fit: the state's leaves, its fingerprint and its history, as netCDF.
 
-A checkpoint holds the variational parameters, the optimizer's state (Adam's
-moments and step count) of either engine, the ELBO trace and the wall time so far, plus a
-signature of the fit: every variable's name and shape, the data's shapes, the
-family, each state array's shape and the optimisation settings (engine, optimizer,
-learning rate and its decays, batch size, KL weight, Monte Carlo draws, seed).
-Decays at steps the checkpoint has not reached may differ. Resuming
-restores the arrays and checks the signature, so a checkpoint of another
-architecture or other settings is refused instead of half-loaded.
-Random generators are not stored: the JAX engine derives each step's noise
-from ``(seed, step)`` anyway, and :func:`inference.fit` re-seeds the PyMC
-engine from ``(seed, step)`` (under pytensor's JAX backend the compiled
-function keeps its own copy of the generators, so they must be seeded before
-compiling).
+A checkpoint holds the leaves of the :class:`~bnn_zoo.inference.core.ADVIState`
+(q's parameters, the optimizer's state, the step counter), the ELBO trace and
+the wall time so far, the optimizers used and from which step, and the fit's
+*fingerprint*: everything that defines the objective (the model's graph with
+its constants, such as prior parameters; each data container's shape and a
+hash of its values; the family, KL weight and weighting, batch size, Monte
+Carlo draws, gradient estimator, seed) and the state's structure. Resuming
+checks the fingerprint, so a checkpoint of another model, other data or
+other settings is refused instead of continued. The optimizer may change
+between runs (a smaller learning rate after a divergence, a later decay);
+each change is recorded. The random streams need no storing: the engine
+derives each step's noise and each epoch's permutation from the seed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
+import jax
 import numpy as np
+import pymc as pm
 import xarray as xr
+from pytensor.graph.basic import Constant
+from pytensor.graph.traversal import io_toposort
+from pytensor.tensor.sharedvar import SharedVariable
 
-from inference.io import atomic_write
+from bnn_zoo.inference.io import atomic_write
 
-FORMAT = "bnn-zoo-advi-checkpoint/2"  # 2: either engine's state
+FORMAT = "bnn-zoo-advi-checkpoint/3"  # 3: the state's leaves, the model's and data's fingerprint
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that is missing, unreadable or from a different model."""
+    """A checkpoint that is missing, unreadable or from a different fit."""
+
+
+def model_digest(model: pm.Model) -> str:
+    """A hash of the model's log-density graph: its operations, constants and variable names.
+
+    Two models built by the same code with the same settings have the same
+    digest; changing a prior's parameter or the architecture changes it.
+    The data containers enter by name, shape and dtype only (see
+    :func:`data_digest`); other shared variables (the lengths of the model's
+    dims) by value.
+    """
+    outputs = model.logp(sum=False)
+    containers = set(model.data_vars)
+    ids, h = {}, hashlib.sha256()
+
+    def ref(v) -> str:
+        if v not in ids:
+            if isinstance(v, Constant):
+                data = np.asarray(v.data)
+                ids[v] = f"c:{data.dtype}:{data.shape}:{hashlib.sha256(data.tobytes()).hexdigest()}"
+            elif isinstance(v, SharedVariable):  # a data container, or a dim's length
+                value = np.asarray(v.get_value(borrow=True))
+                digest = "" if v in containers else hashlib.sha256(value.tobytes()).hexdigest()
+                ids[v] = f"s:{v.name}:{value.dtype}:{value.shape}:{digest}"
+            else:
+                ids[v] = f"v{len(ids)}:{v.name}:{v.type}"
+        return ids[v]
+
+    for node in io_toposort([], outputs):
+        props = node.op._props_dict() if hasattr(node.op, "_props_dict") else {}
+        h.update(f"{type(node.op).__name__}{sorted((k, str(p)) for k, p in props.items())}"
+                 f"({','.join(ref(i) for i in node.inputs)})->"
+                 f"{','.join(ref(o) for o in node.outputs)};".encode())
+    h.update(",".join(ref(o) for o in outputs).encode())
+    return h.hexdigest()
+
+
+def data_digest(model: pm.Model) -> list:
+    """``[name, shape, sha256 of the values]`` of each data container."""
+    out = []
+    for v in model.data_vars:
+        value = np.ascontiguousarray(v.get_value(borrow=True))
+        out.append([v.name, list(value.shape), f"{value.dtype}:{hashlib.sha256(value.tobytes()).hexdigest()}"])
+    return out
+
+
+def fingerprint(model: pm.Model, layout, state, settings: dict) -> str:
+    """The fit's fingerprint as canonical JSON (see the module docstring)."""
+    leaves, treedef = jax.tree_util.tree_flatten(state)
+    return json.dumps({
+        "model": model_digest(model),
+        "variables": [[name, list(shape)] for name, _, shape, _ in layout.slots],
+        "data": data_digest(model),
+        "state": [[list(np.shape(a)), str(np.asarray(a).dtype)] for a in leaves],
+        "treedef": str(treedef),
+        "settings": settings,
+    }, sort_keys=True)
 
 
 @dataclass
-class FitState:
-    """Everything a fit's steps update (parameters and optimizer state), as a list of arrays."""
+class Checkpoint:
+    """What :func:`load` read: the state's leaves and everything recorded beside them."""
 
-    get: Callable[[], list[np.ndarray]]
-    set: Callable[[list[np.ndarray]], None]
-    signature: str
+    path: Path
+    leaves: list[np.ndarray]
+    elbo: np.ndarray
+    seconds: float
+    fingerprint: str
+    history: list  # [step, optimizer description] where each run began
 
-    @classmethod
-    def of(cls, get, set, group, model, settings: dict) -> "FitState":
-        """``get``/``set`` read and replace the state arrays; the signature comes from the rest."""
-        arrays = [np.asarray(a) for a in get()]
-        signature = {
-            "family": type(group).__name__,
-            "variables": [[name, list(shape)] for name, _, shape, _ in group.ordering.values()],
-            "data": [[v.name, list(v.get_value().shape)] for v in model.data_vars],
-            "state": [[list(a.shape), str(a.dtype)] for a in arrays],
-            "settings": settings,
-        }
-        return cls(get, set, json.dumps(signature, sort_keys=True))
+    @property
+    def steps_done(self) -> int:
+        return len(self.elbo)
 
-    def save(self, path, elbo: np.ndarray, seconds: float) -> Path:
-        """Write the current state atomically (a reader never sees half a file)."""
-        data = {
-            f"state_{i}": (tuple(f"state_{i}_{j}" for j in range(np.ndim(a))), np.asarray(a))
-            for i, a in enumerate(self.get())
-        }
-        data["elbo"] = ("step", np.asarray(elbo, dtype="float64"))
-        attrs = {"format": FORMAT, "signature": self.signature, "steps_done": len(elbo), "seconds": seconds}
-        ds = xr.Dataset(data, attrs=attrs)
-        return atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4"))
-
-    def restore(self, ds: xr.Dataset, path, *, steps: int) -> tuple[np.ndarray, float]:
-        """Load a checkpoint from :func:`load`; returns (ELBO so far, seconds so far)."""
-        done = int(ds.attrs["steps_done"])
-        saved, current = _taken(ds.attrs["signature"], done), _taken(self.signature, done)
-        if saved != current:
-            raise CheckpointError(
-                f"checkpoint {path} was written for a different model or settings "
-                f"({_difference(saved, current)})"
-            )
-        if done > steps:
-            raise CheckpointError(f"checkpoint {path} has {done} steps, more than the {steps} asked for")
-        self.set([ds[f"state_{i}"].values for i in range(len(json.loads(self.signature)["state"]))])
-        return ds["elbo"].values, float(ds.attrs["seconds"])
+    def restore(self, template, fingerprint_now: str):
+        """The saved state in the structure of ``template``, after checking the fingerprints."""
+        if self.fingerprint != fingerprint_now:
+            raise CheckpointError(f"checkpoint {self.path} was written by a different fit "
+                                  f"({_difference(self.fingerprint, fingerprint_now)})")
+        current, treedef = jax.tree_util.tree_flatten(template)
+        leaves = [np.asarray(a, dtype=np.asarray(c).dtype) for a, c in zip(self.leaves, current)]
+        return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
-def load(path) -> xr.Dataset:
-    """Read a checkpoint written by :meth:`FitState.save` (checks it is one)."""
+def save(path, state, *, elbo: np.ndarray, seconds: float, fingerprint_: str, history: list) -> Path:
+    """Write the state's leaves and records atomically (a reader never sees half a file)."""
+    leaves = [np.asarray(a) for a in jax.tree_util.tree_leaves(state)]
+    data = {f"leaf_{i}": (tuple(f"leaf_{i}_{j}" for j in range(a.ndim)), a)
+            for i, a in enumerate(leaves)}
+    data["elbo"] = ("step", np.asarray(elbo, dtype="float64"))
+    attrs = {"format": FORMAT, "fingerprint": fingerprint_, "seconds": seconds,
+             "history": json.dumps(history), "leaves": len(leaves)}
+    ds = xr.Dataset(data, attrs=attrs)
+    return atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4"))
+
+
+def load(path) -> Checkpoint:
+    """Read a checkpoint written by :func:`save` (checks it is one)."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint to resume from at {path}")
@@ -92,38 +143,28 @@ def load(path) -> xr.Dataset:
     except (OSError, ValueError) as err:
         raise CheckpointError(f"cannot read checkpoint {path}: {err}") from err
     if ds.attrs.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is not a bnn-zoo ADVI checkpoint")
-    return ds
-
-
-def _taken(signature: str, done: int) -> str:
-    """The signature as far as the first ``done`` steps used it.
-
-    A learning-rate decay at a step not yet taken (``settings["lr_decay"]``,
-    ``[step, factor]`` pairs) does not matter to them: a resumed fit may add
-    or change it.
-    """
-    sig = json.loads(signature)
-    settings = sig.get("settings", {})
-    decay = [pair for pair in settings.pop("lr_decay", []) if pair[0] < done]
-    if decay:
-        settings["lr_decay"] = decay
-    return json.dumps(sig, sort_keys=True)
+        raise CheckpointError(f"{path} is not a bnn-zoo checkpoint of this version")
+    leaves = [ds[f"leaf_{i}"].values for i in range(int(ds.attrs["leaves"]))]
+    return Checkpoint(path=path, leaves=leaves, elbo=ds["elbo"].values,
+                      seconds=float(ds.attrs["seconds"]), fingerprint=ds.attrs["fingerprint"],
+                      history=json.loads(ds.attrs["history"]))
 
 
 def _difference(saved: str, current: str) -> str:
-    """The first difference between two signatures, in words."""
+    """The first difference between two fingerprints, in words."""
     saved, current = json.loads(saved), json.loads(current)
-    if saved.get("family") != current["family"]:
-        return f"family {saved.get('family')} vs {current['family']}"
     for key in ("variables", "data"):
-        a = {name: tuple(shape) for name, shape in saved.get(key, [])}
-        b = {name: tuple(shape) for name, shape in current[key]}
+        a = {entry[0]: entry[1:] for entry in saved[key]}
+        b = {entry[0]: entry[1:] for entry in current[key]}
         for name in sorted(set(a) | set(b)):
             if a.get(name) != b.get(name):
+                if key == "data" and name in a and name in b and a[name][0] == b[name][0]:
+                    return f"the values of data {name!r} differ (other data or normalisation)"
                 return f"{name}: {a.get(name, 'absent')} in the checkpoint, {b.get(name, 'absent')} here"
-    a, b = saved.get("settings", {}), current["settings"]
+    a, b = saved["settings"], current["settings"]
     for name in sorted(set(a) | set(b)):
         if a.get(name) != b.get(name):
             return f"{name}: {a.get(name)} in the checkpoint, {b.get(name)} here"
-    return "optimizer state differs"
+    if saved["model"] != current["model"]:
+        return "the model differs: its architecture, priors or their parameters"
+    return "the optimizer's state has another structure"

@@ -1,103 +1,90 @@
-"""Draws from a fitted approximation, predictions, and the ArviZ DataTree.
+"""From a fitted q to ArviZ: posterior draws, predictions on new data, and PSIS-LOO.
 
-Draws are made here rather than with ``approx.sample`` so that each one comes
-with ``log q`` (the approximation's density) and ``log p`` (the model's joint
-log density, Jacobian included), both in the unconstrained space where q
-lives: PSIS-LOO for variational posteriors
-(``az.loo_approximate_posterior``) needs exactly these.
+:func:`sample` draws from q (or from a mixture of several fits' q) and
+returns an ArviZ DataTree whose draws carry ``log q`` (q's density) and
+``log p`` (the model's joint log density, Jacobian included), both in the
+unconstrained space where q lives: what PSIS-LOO for variational posteriors
+(``az.loo_approximate_posterior``, :func:`loo`) needs. :func:`predict`
+evaluates any model variable, or redraws any observed one, at new data, from
+any DataTree's posterior.
 """
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
 import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pymc as pm
-import scipy.linalg
 from arviz_stats.utils import ELPDDataLOO
+from pymc.backends.arviz import find_constants, find_observations
 from jax.extend import core as jax_core
+import xarray as xr
 from xarray import DataTree
 
-from inference import engine, psis
-from inference.advi import FitResult
+from bnn_zoo.inference import families, psis
+from bnn_zoo.inference.engine import LOOP_BELOW_FLOPS
+from bnn_zoo.inference.advi import FitResult
+from bnn_zoo.inference.jaxmodel import compile_predictive
+
+MAP_BYTES = 8 * 2**20  # memory for the draws evaluated together (see _map_draws)
 
 
-@dataclass
-class Draws:
-    """``n`` draws from q: unconstrained vectors ``z`` and their log densities."""
+class _DrawMap:
+    """``f(per_draw, consts) -> list of arrays (draws, ...)``: ``fn(one_draw, consts)`` for every draw.
 
-    z: np.ndarray  # (n, d)
-    log_q: np.ndarray  # (n,)
-    log_p: np.ndarray  # (n,)
-    posterior: dict[str, np.ndarray]  # constrained free variables, each (n, *shape)
-
-
-def q_factor(result: FitResult) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and lower-triangular (or diagonal, as a vector) factor of q."""
-    params = result.approx.groups[0].params_dict
-    mu = np.asarray(params["mu"].get_value(), dtype="float64")
-    if "rho" in params:
-        return mu, np.logaddexp(0.0, np.asarray(params["rho"].get_value(), dtype="float64"))
-    d = mu.size
-    L = np.zeros((d, d))
-    L[np.tril_indices(d)] = params["L_tril"].get_value()
-    L[np.diag_indices(d)] = np.logaddexp(0.0, np.diag(L))  # PyMC: diagonal = softplus(rho)
-    return mu, L
-
-
-def compiled_model(result: FitResult) -> engine.ModelFunction:
-    """The fitted model as one JAX function (:func:`inference.engine.compile_model`).
-
-    The ``"jax"`` engine leaves the one it fitted with in ``result.cache``;
-    otherwise it is built on first use and kept there.
+    ``per_draw`` is a pytree of arrays with a leading draws axis. As the
+    engine does with steps, cheap draws (under
+    :data:`~bnn_zoo.inference.engine.LOOP_BELOW_FLOPS` by XLA's cost
+    analysis) are evaluated inside one compiled ``lax.map``, in blocks of as
+    many draws as fit in :data:`MAP_BYTES` (every intermediate array of one
+    draw counted; blocks of a few MB stay in the CPU's caches); expensive
+    ones one compiled call per draw, because XLA's CPU backend runs
+    convolutions several times slower inside a loop (the seed-004 CNN's
+    predictions: about 6x).
     """
-    if "model" not in result.cache:
-        result.cache["model"] = engine.compile_model(result.model, result.approx.groups[0].ordering)
-    return result.cache["model"]
+
+    def __init__(self, fn):
+        self.fn, self.one, self.looped = fn, jax.jit(fn), {}
+
+    def __call__(self, per_draw, consts) -> list:
+        first = jax.tree_util.tree_map(lambda a: a[0], per_draw)
+        shapes = str(jax.tree_util.tree_map(lambda a: (a.shape, a.dtype), (per_draw, consts)))
+        if shapes not in self.looped:
+            flops = (self.one.lower(first, consts).cost_analysis() or {}).get("flops", np.inf)
+            self.looped[shapes] = jax.jit(self._blocks) if flops < LOOP_BELOW_FLOPS else None
+        if self.looped[shapes] is not None:
+            return self.looped[shapes](per_draw, consts)
+        n = len(jax.tree_util.tree_leaves(per_draw)[0])
+        outs = [self.one(jax.tree_util.tree_map(lambda a: a[i], per_draw), consts) for i in range(n)]
+        return [jnp.stack(parts) for parts in zip(*outs)]
+
+    def _blocks(self, per_draw, consts):
+        one = jax.make_jaxpr(self.fn)(jax.tree_util.tree_map(lambda a: a[0], per_draw), consts)
+        flat = jax.tree_util.tree_leaves(per_draw)
+        n = len(flat[0])
+        largest = int(np.clip(MAP_BYTES // max(_jaxpr_bytes(one.jaxpr), 1), 1, n))
+        # Equal blocks (padded with copies of the last draw): lax.map compiles one more
+        # copy of the body for a remainder.
+        blocks = -(-n // largest)
+        block = -(-n // blocks)
+        flat = [jnp.concatenate([a, jnp.broadcast_to(a[-1:], (blocks * block - n, *a.shape[1:]))])
+                for a in flat]
+        consts_flat = jax.tree_util.tree_leaves(consts)
+        out = jax.lax.map(lambda leaves: jax.core.eval_jaxpr(one.jaxpr, one.consts, *leaves, *consts_flat),
+                          flat, batch_size=block)
+        return [o[:n] for o in out]
 
 
-MAP_BYTES = 8 * 2**20  # memory for the draws evaluated together (see _evaluator)
-
-
-def _evaluator(result: FitResult, outputs: tuple[str, ...]):
-    """A jitted ``f(Z, *data) -> list of arrays (draws, ...)``: model ``outputs`` at each row of ``Z``.
-
-    ``outputs`` names model variables, or ``"logp"`` for the joint log
-    density (Jacobian included). Kept with the compiled model, so compiled
-    once per model structure, output set and data shapes. Draws are
-    evaluated in blocks (``lax.map`` with a ``batch_size``): as many draws at
-    once as fit in :data:`MAP_BYTES`, counting every intermediate array of
-    one draw (an upper bound on what XLA keeps). A small network evaluates
-    many draws per block (on the toy BNN, one draw at a time spent most of
-    its time in per-iteration overhead); a CNN on thousands of images one at
-    a time. Blocks of a few MB ran the toy's predictions 10-20% faster than
-    blocks of 256 MB (they stay in the CPU's caches).
-    """
-    functions = compiled_model(result)
-    key = ("evaluator", outputs)
-    if key not in functions.jitted:
-        fn, unflatten = functions.select(outputs), functions.layout.unflatten
-
-        @jax.jit
-        def evaluate(Z, *data):
-            one = jax.make_jaxpr(lambda z, *data: fn(unflatten(z), *data))(Z[0], *data)
-            n = len(Z)
-            largest = int(np.clip(MAP_BYTES // max(_jaxpr_bytes(one.jaxpr), 1), 1, n))
-            # Equal blocks (Z padded with copies of its last row): lax.map compiles
-            # one more copy of the body for a remainder (on the toy: 1.5 s -> 0.8 s).
-            blocks = -(-n // largest)
-            block = -(-n // blocks)
-            Z = jnp.concatenate([Z, jnp.broadcast_to(Z[-1:], (blocks * block - n, *Z.shape[1:]))])
-            out = jax.lax.map(lambda z: jax.core.eval_jaxpr(one.jaxpr, one.consts, z, *data),
-                              Z, batch_size=block)
-            return [o[:n] for o in out]
-
-        functions.jitted[key] = evaluate
-    return functions.jitted[key]
+def _map_draws(cache: dict, key, fn) -> _DrawMap:
+    """The :class:`_DrawMap` of ``fn``, kept in ``cache`` under ``key`` (a compiled model's
+    ``jitted``: one per model structure and outputs)."""
+    if key not in cache:
+        cache[key] = _DrawMap(fn)
+    return cache[key]
 
 
 def _jaxpr_bytes(jaxpr) -> int:
@@ -107,211 +94,356 @@ def _jaxpr_bytes(jaxpr) -> int:
     return total + sum(_jaxpr_bytes(sub) for sub in jax_core.subjaxprs(jaxpr))
 
 
-def _data(model: pm.Model, X: np.ndarray | None = None) -> list[np.ndarray]:
-    """The model's data containers' values, or new inputs ``X`` in place of container ``X``.
-
-    With ``X``, the other containers over the same rows (the observed ``y``)
-    are filled with zeros of ``len(X)`` rows: the model function computes
-    every output, the likelihood too, so their rows must match; the outputs
-    asked for do not depend on them.
-    """
-    if X is None:
-        return [np.asarray(v.get_value()) for v in model.data_vars]
-    rows = model["X"].get_value().shape[0]
-    data = []
-    for v in model.data_vars:
-        value = np.asarray(v.get_value())
-        if v.name == "X":
-            value = X
-        elif value.ndim and value.shape[0] == rows:
-            value = np.zeros((len(X), *value.shape[1:]), dtype=value.dtype)
-        data.append(value)
-    return data
+def _data(model: pm.Model) -> list[np.ndarray]:
+    return [np.asarray(v.get_value()) for v in model.data_vars]
 
 
-def draw(result: FitResult, n: int = 500, seed: int = 0, *, log_p: bool = True) -> Draws:
-    """Draw ``n`` samples from q with their ``log q`` and model ``log p``.
-
-    ``log p`` is evaluated on the data currently in the model's containers
-    (the training data right after :func:`inference.fit`); with
-    ``log_p=False`` it is skipped (NaN), which saves a pass over the
-    training set per draw when no LOO is wanted.
-    """
-    z, log_q = _sample_q(result, n, np.random.default_rng(seed))
-    return _evaluate(result, z, log_q, log_p)
+# --- draws from q -------------------------------------------------------------
 
 
-def draw_mixture(results: list[FitResult], n: int = 500, seed: int = 0, *,
-                 log_p: bool = True) -> Draws:
-    """``n`` draws from the mixture of several fits' q, e.g. restarts of one model.
-
-    Fit ``k`` gives ``n_k`` of the draws, ``n / len(results)`` each (the
-    first ones one more where that does not divide), so the draws are a
-    sample of the mixture with weights ``n_k / n``, equal when it divides.
-    ``log_q`` is that mixture's density, ``log sum_k (n_k / n) q_k(z)``, so
-    :func:`loo` stays valid. Restarts from different initial means find
-    different modes; their mixture keeps the spread between them, which one
-    Gaussian q cannot (Wilson and Izmailov 2020 pool such fits, as
-    MultiSWAG, in the same way). The fits must be of one model structure
-    (same variables and shapes); ``log p`` and the variables are evaluated
-    with the first fit's model and data. With one fit, the same draws as
-    :func:`draw`.
-    """
-    if not results:
-        raise ValueError("draw_mixture needs at least one fit")
-    if n < len(results):
-        raise ValueError(f"draw_mixture needs at least one draw per fit: n={n} for {len(results)} fits")
-    layouts = {tuple((name, tuple(shape)) for name, _, shape, _ in compiled_model(r).layout.slots)
-               for r in results}
+def _as_list(fits) -> list[FitResult]:
+    fits = [fits] if isinstance(fits, FitResult) else list(fits)
+    if not fits:
+        raise ValueError("sample needs at least one fit")
+    layouts = {tuple((name, shape) for name, _, shape, _ in f.layout.slots) for f in fits}
     if len(layouts) > 1:
-        raise ValueError("draw_mixture needs fits of one model (the same variables and shapes)")
-    if len(results) == 1:
-        return draw(results[0], n, seed, log_p=log_p)
-    rng = np.random.default_rng(seed)
-    sizes = np.array([len(part) for part in np.array_split(np.arange(n), len(results))])
-    z = np.concatenate([_sample_q(r, k, rng)[0] for r, k in zip(results, sizes)])
-    log_qs = np.stack([_log_q(r, z) for r in results]) + np.log(sizes / n)[:, None]
-    return _evaluate(results[0], z, np.logaddexp.reduce(log_qs, axis=0), log_p)
+        raise ValueError("a mixture needs fits of one model (the same variables and shapes)")
+    return fits
 
 
-def _sample_q(result: FitResult, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` draws ``z`` of q and their ``log q``."""
-    mu, factor = q_factor(result)
-    eps = rng.standard_normal((n, mu.size))
-    z = mu + eps * factor if factor.ndim == 1 else mu + eps @ factor.T
-    return z, _log_q_of_eps(eps, factor)
+def draw_z(fits, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` unconstrained draws ``z`` (rows) of q, or of the mixture of several fits' q, with ``log q``.
 
-
-def _log_q(result: FitResult, z: np.ndarray) -> np.ndarray:
-    """``log q(z)`` of the rows of ``z``."""
-    mu, factor = q_factor(result)
-    if factor.ndim == 1:
-        eps = (z - mu) / factor
-    else:
-        eps = scipy.linalg.solve_triangular(factor, (z - mu).T, lower=True).T
-    return _log_q_of_eps(eps, factor)
-
-
-def _log_q_of_eps(eps: np.ndarray, factor: np.ndarray) -> np.ndarray:
-    diag = factor if factor.ndim == 1 else np.diag(factor)
-    d = eps.shape[1]
-    return -0.5 * np.sum(eps**2, axis=1) - np.sum(np.log(np.abs(diag))) - 0.5 * d * np.log(2 * np.pi)
-
-
-def _evaluate(result: FitResult, z: np.ndarray, log_q: np.ndarray, log_p: bool) -> Draws:
-    """:class:`Draws` of ``z``: the model's free variables, and ``log p`` unless ``log_p=False``."""
-    model = result.model
-    names = tuple(rv.name for rv in model.free_RVs)
-    outputs = (("logp",) if log_p else ()) + names
-    values = _evaluator(result, outputs)(z.astype(model.value_vars[0].dtype), *_data(model))
-    values = [np.asarray(v) for v in values]
-    log_ps = values.pop(0).astype("float64") if log_p else np.full(len(z), np.nan)
-    return Draws(z=z, log_q=log_q, log_p=log_ps, posterior=dict(zip(names, values)))
-
-
-def predict(result: FitResult, draws: Draws, X: np.ndarray, var: str = "p",
-            chunk: int = 2048) -> np.ndarray:
-    """Model variable ``var`` of each draw at inputs ``X``: array (draws, n, ...).
-
-    ``var`` is any variable of the model whose first axis (after the draws)
-    runs over the rows of ``X``: ``"p"`` (class probabilities) of
-    :func:`models.mlp_classifier`, ``"mu"`` (the regression function) of
-    :func:`models.mlp_regressor`. ``X`` goes through in chunks of ``chunk``
-    rows, the last one padded, so that one compiled function serves every
-    call; the model's data containers are not changed. Returns float64.
+    Fit ``k`` of ``K`` gives ``n_k`` of the draws, ``n / K`` each (the first
+    ones one more where that does not divide), so the draws are a sample of
+    the mixture with weights ``n_k / n``; ``log q`` is that mixture's density,
+    ``log sum_k (n_k / n) q_k(z)``, so PSIS-LOO stays valid. Restarts from
+    different initial means find different modes; their mixture keeps the
+    spread between them, which one Gaussian q cannot (Wilson and Izmailov
+    2020 pool such fits, as MultiSWAG, in the same way).
     """
-    model = result.model
-    evaluate = _evaluator(result, (var,))  # a ValueError for a variable the model lacks
-    if not chunk >= 1:
-        raise ValueError(f"chunk must be >= 1, got {chunk}")
-    X = np.asarray(X, dtype=model["X"].dtype)
-    if len(X) == 0:
-        raise ValueError("X has no rows")
-    z = draws.z.astype(model.value_vars[0].dtype)
-    out = None
-    for start in range(0, len(X), chunk):
-        block = X[start : start + chunk]
-        padded = np.concatenate([block, np.repeat(block[-1:], chunk - len(block), axis=0)])
-        part = np.asarray(evaluate(z, *_data(model, X=padded))[0])
-        if out is None:
-            out = np.empty((part.shape[0], len(X), *part.shape[2:]), dtype="float64")
-        out[:, start : start + len(block)] = part[:, : len(block)]
+    fits = _as_list(fits)
+    if not (isinstance(n, (int, np.integer)) and n >= len(fits)):
+        raise ValueError(f"need an integer number of draws >= the number of fits ({len(fits)}), got {n!r}")
+    rng = np.random.default_rng(seed)
+    qs = [f.family.mean_and_factor(f.params) for f in fits]
+    if len(fits) == 1:
+        return families.sample(*qs[0], n, rng)
+    sizes = np.array([len(part) for part in np.array_split(np.arange(n), len(fits))])
+    z = np.concatenate([families.sample(mu, factor, k, rng)[0] for (mu, factor), k in zip(qs, sizes)])
+    log_qs = np.stack([families.log_q(mu, factor, z) for mu, factor in qs]) + np.log(sizes / n)[:, None]
+    return z, np.logaddexp.reduce(log_qs, axis=0)
+
+
+def evaluate_z(result: FitResult, z: np.ndarray, outputs: Sequence[str]) -> dict[str, np.ndarray]:
+    """Model ``outputs`` at each row of unconstrained draws ``z``, on the model's current data.
+
+    Names are model variables, ``"logp"`` or ``"loglik:<observed>"``
+    (:meth:`~bnn_zoo.inference.jaxmodel.ModelFunction.select`).
+    """
+    density, outputs = result.density, tuple(outputs)
+    select, unflatten = density.select(outputs), density.layout.unflatten
+    evaluate = _map_draws(density.jitted, ("evaluate", outputs),
+                          lambda z, data: select(unflatten(z), *data))
+    values = evaluate(jnp.asarray(z, dtype=result.model.value_vars[0].dtype), tuple(_data(result.model)))
+    return {name: np.asarray(v) for name, v in zip(outputs, values)}
+
+
+def point_posterior(result: FitResult, z: np.ndarray) -> DataTree:
+    """A DataTree whose ``posterior`` holds the free variables at given unconstrained points.
+
+    ``z`` holds one point per row (e.g. q's mean, or pruned copies of it), as
+    draws of one chain: what :func:`predict` takes to evaluate those networks.
+    """
+    z = np.atleast_2d(np.asarray(z))
+    names = tuple(rv.name for rv in result.model.free_RVs)
+    values = evaluate_z(result, z, names)
+    return DataTree.from_dict({"posterior": xr.Dataset(
+        {name: (("chain", "draw", *(f"{name}_dim_{i}" for i in range(values[name].ndim - 1))),
+                values[name][None]) for name in names})})
+
+
+def sample(fits, draws: int = 500, *, seed: int = 0, log_likelihood: bool = True,
+           var_names: Sequence[str] = ()) -> DataTree:
+    """Posterior draws of a fitted q (or of a mixture of fits: pass a list) as an ArviZ DataTree.
+
+    Groups:
+
+    - ``posterior``: the free variables (and ``var_names``, e.g. deterministics),
+      one chain, with the model's dims;
+    - ``sample_stats``: ``log_q`` and ``log_p`` of each draw (``log_p`` NaN
+      without ``log_likelihood``), for :func:`loo`;
+    - ``log_likelihood``: each observed variable's pointwise log density on
+      the model's data (with ``log_likelihood``; it costs a pass over the data
+      per draw);
+    - ``observed_data``, ``constant_data``: the observed values and the other
+      data containers;
+    - ``fit``: q's ``mean`` and ``sd`` of each value variable (the
+      unconstrained space) along a ``param`` dim, with a ``component`` dim
+      for a mixture; ``fit_stats``: the ELBO trace.
+    """
+    fits = _as_list(fits)
+    result, model = fits[0], fits[0].model
+    z, log_q = draw_z(fits, draws, seed)
+    names = tuple(rv.name for rv in model.free_RVs) + tuple(v for v in var_names
+                                                           if v not in {rv.name for rv in model.free_RVs})
+    observed = tuple(rv.name for rv in model.observed_RVs)
+    outputs = names + (("logp", *(f"loglik:{o}" for o in observed)) if log_likelihood else ())
+    values = evaluate_z(result, z, outputs)
+    log_p = values["logp"].astype("float64") if log_likelihood else np.full(len(z), np.nan)
+    groups = {
+        "posterior": {name: values[name][None] for name in names},
+        "sample_stats": {"log_p": log_p[None], "log_q": log_q[None]},
+    }
+    if log_likelihood:
+        groups["log_likelihood"] = {o: values[f"loglik:{o}"][None] for o in observed}
+    groups["observed_data"] = find_observations(model)
+    groups["constant_data"] = find_constants(model)
+    dims = {name: list(d) for name, d in model.named_vars_to_dims.items()}
+    tree = az.from_dict({k: v for k, v in groups.items() if v}, dims=_dims_that_fit(groups, dims, model),
+                        coords=_coords(model),
+                        attrs={"/": {"inference_library": "pymc", "inference_library_version": pm.__version__,
+                                     "fit_method": result.method, "draws_from": f"{len(fits)} fit(s)"}})
+    tree["fit"] = DataTree(_fit_group(fits))
+    tree["fit_stats"] = DataTree(_fit_stats(fits))
+    return tree
+
+
+def _coords(model: pm.Model) -> dict:
+    return {k: np.asarray(v) for k, v in model.coords.items() if v is not None}
+
+
+def _dims_that_fit(groups: dict, dims: dict, model: pm.Model) -> dict:
+    """``dims`` of the variables whose trailing shape matches their dims' coordinate lengths."""
+    lengths = {k: len(v) for k, v in model.coords.items() if v is not None}
+    out = {}
+    for group in groups.values():
+        for name, value in group.items():
+            d = dims.get(name)
+            if d is None:
+                continue
+            shape = np.shape(value)[-len(d):] if d else ()
+            if len(shape) == len(d) and all(lengths.get(dim) in (None, size) for dim, size in zip(d, shape)):
+                out[name] = d
     return out
 
 
-def predict_proba(result: FitResult, draws: Draws, X: np.ndarray, chunk: int = 2048) -> np.ndarray:
-    """Class probabilities ``p`` of each draw at inputs ``X``: array (draws, n, classes).
+def _fit_group(fits: list[FitResult]):
+    """q's mean and sd of each value variable, by name, along ``param`` (and ``component``)."""
+    model = fits[0].model
+    value_dims = {}
+    for rv in model.free_RVs:
+        value_dims[model.rvs_to_values[rv].name] = list(model.named_vars_to_dims.get(rv.name, ()))
+    coords = _coords(model)
+    data = {}
+    for name, _, shape, _ in fits[0].layout.slots:
+        stack = np.stack([np.stack([f.mean[name], f.sd[name]]) for f in fits])
+        d = value_dims.get(name) or [f"{name}_dim_{i}" for i in range(len(shape))]
+        if len(d) != len(shape):
+            d = [f"{name}_dim_{i}" for i in range(len(shape))]
+        if len(fits) == 1:
+            data[name] = (["param", *d], stack[0])
+        else:
+            data[name] = (["component", "param", *d], stack)
+    ds = xr.Dataset(data, coords={"param": ["mean", "sd"]})
+    return ds.assign_coords({k: v for k, v in coords.items() if k in ds.dims and len(v) == ds.sizes[k]})
 
-    :func:`predict` of ``"p"``.
+
+def _fit_stats(fits: list[FitResult]):
+    if len(fits) == 1:
+        return xr.Dataset({"elbo": ("step", fits[0].elbo)}, coords={"step": np.arange(len(fits[0].elbo))})
+    elbo = np.full((len(fits), max(len(f.elbo) for f in fits)), np.nan)  # NaN past a shorter fit
+    for row, f in zip(elbo, fits):
+        row[: len(f.elbo)] = f.elbo
+    return xr.Dataset({"elbo": (("component", "step"), elbo)})
+
+
+# --- predictions on new data --------------------------------------------------
+
+
+def _new_data(model: pm.Model, new_data: Mapping | None) -> tuple[list[np.ndarray], dict[str, int]]:
+    """Every container's value for the prediction, and the dims whose length changes.
+
+    Containers in ``new_data`` take its values (checked against the
+    container's rank and trailing shape); containers left out that share a
+    changed dim (or, without dims, the changed leading length) are filled
+    with zeros of the new length: they only feed observed values, which a
+    prediction does not use.
     """
-    return predict(result, draws, X, var="p", chunk=chunk)
+    new_data = dict(new_data or {})
+    containers = {v.name: v for v in model.data_vars}
+    unknown = sorted(set(new_data) - set(containers))
+    if unknown:
+        raise ValueError(f"model has no data container {', '.join(map(repr, unknown))}; "
+                         f"its containers: {', '.join(containers) or 'none'}")
+    dims = model.named_vars_to_dims
+    changed, old_rows = {}, set()
+    for name, value in new_data.items():
+        old = np.asarray(containers[name].get_value())
+        value = np.asarray(value)
+        if value.ndim != old.ndim or value.shape[1:] != old.shape[1:] or (value.ndim and len(value) == 0):
+            raise ValueError(f"new data {name!r} must be non-empty with shape (n, {', '.join(map(str, old.shape[1:]))})"
+                             f" like the container, got {value.shape}")
+        if np.issubdtype(value.dtype, np.number) and not np.all(np.isfinite(value)):
+            raise ValueError(f"new data {name!r} must be finite")
+        for axis, dim in enumerate(dims.get(name, ())):
+            if value.shape[axis] != old.shape[axis]:
+                changed[dim] = value.shape[axis]
+        if value.ndim and value.shape[0] != old.shape[0]:
+            old_rows.add(old.shape[0])
+            changed.setdefault(f"__rows_{old.shape[0]}", value.shape[0])
+    out = []
+    for name, v in containers.items():
+        old = np.asarray(v.get_value())
+        if name in new_data:
+            out.append(np.asarray(new_data[name]).astype(old.dtype))
+            continue
+        shape = list(old.shape)
+        for axis, dim in enumerate(dims.get(name, ())):
+            shape[axis] = changed.get(dim, shape[axis])
+        if name not in dims and old.ndim and old.shape[0] in old_rows:
+            shape[0] = changed[f"__rows_{old.shape[0]}"]
+        out.append(old if list(old.shape) == shape else np.zeros(shape, old.dtype))
+    return out, {k: v for k, v in changed.items() if not k.startswith("__rows_")}
 
 
-def log_likelihood(proba: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Pointwise ``log p(y_i | w_s)`` from class probabilities: (draws, n)."""
-    picked = np.take_along_axis(proba, np.asarray(y)[None, :, None], axis=2)[..., 0]
-    return np.log(np.clip(picked, np.finfo("float64").tiny, None))
+def predict(source, new_data: Mapping | None = None, *, idata: DataTree | None = None,
+            var_names: Sequence[str] | None = None, draws: int = 500, seed: int = 0,
+            coords: Mapping | None = None, chunk: int | None = None) -> DataTree:
+    """The posterior predictive of model variables on new data, as an ArviZ DataTree.
 
+    Parameters
+    ----------
+    source : FitResult or pm.Model
+        A fit (its q is sampled unless ``idata`` is given) or a model with
+        ``idata`` (a posterior from any method, e.g. ``pm.sample``).
+    new_data : dict, optional
+        New values of the model's ``pm.Data`` containers, as ``pm.set_data``
+        takes them (any number of rows). Containers left out keep their
+        values, or are filled with zeros where they share a changed dim (the
+        observed values, which a prediction does not use). The model itself
+        is not changed.
+    idata : DataTree, optional
+        Whose ``posterior`` group holds every free variable (constrained).
+        Default: ``sample(source, draws, seed=seed, log_likelihood=False)``.
+    var_names : sequence of str, optional
+        Deterministics, free or observed variables. An observed variable is
+        drawn afresh from its distribution for each posterior draw (the
+        posterior predictive); default: every observed variable.
+    draws, seed : int
+        Draws from q when ``idata`` is not given; ``seed`` also seeds the
+        observed variables' draws.
+    coords : dict, optional
+        Coordinates of the dims whose length changed (default ``0..n-1``).
+    chunk : int, optional
+        Evaluate the new rows this many at a time (less memory for large
+        inputs); every output's first axis must run over the rows.
 
-def to_datatree(
-    result: FitResult,
-    draws: Draws,
-    *,
-    X_train: np.ndarray,
-    y_train: np.ndarray,
-    X_test: np.ndarray,
-    y_test: np.ndarray,
-    proba_train: np.ndarray | None = None,
-    proba_test: np.ndarray | None = None,
-) -> DataTree:
-    """ArviZ DataTree of the draws.
-
-    Groups: ``posterior`` (free variables with the model's dims),
-    ``log_likelihood`` (``y`` on the training points, for LOO),
-    ``posterior_predictive`` (``p``: class probabilities on the test points),
-    ``observed_data`` (``y`` train, ``y_test``), ``constant_data`` (inputs)
-    and ``sample_stats`` (``log_p``, ``log_q`` of each draw).
+    Returns
+    -------
+    DataTree
+        ``predictions`` (chain, draw, then the variable's dims) and
+        ``predictions_constant_data`` (the data used).
     """
-    model = result.model
-    if proba_train is None:
-        proba_train = predict_proba(result, draws, X_train)
-    if proba_test is None:
-        proba_test = predict_proba(result, draws, X_test)
-    add_chain = lambda a: np.asarray(a)[None]  # noqa: E731 - one chain
-    dims = {name: list(model.named_vars_to_dims.get(name, ())) for name in draws.posterior}
-    dims.update(
-        y=["obs"], p=["test_obs", "class"], y_test=["test_obs"], X=["obs", "feature"],
-        X_test=["test_obs", "feature"],
-    )
-    coords = {k: np.asarray(v) for k, v in model.coords.items() if k != "obs"}
-    coords.update(obs=np.arange(len(y_train)), test_obs=np.arange(len(y_test)))
-    return az.from_dict(
-        {
-            "posterior": {k: add_chain(v) for k, v in draws.posterior.items()},
-            "log_likelihood": {"y": add_chain(log_likelihood(proba_train, y_train))},
-            "posterior_predictive": {"p": add_chain(proba_test)},
-            "sample_stats": {"log_p": add_chain(draws.log_p), "log_q": add_chain(draws.log_q)},
-            "observed_data": {"y": np.asarray(y_train), "y_test": np.asarray(y_test)},
-            "constant_data": {"X": np.asarray(X_train), "X_test": np.asarray(X_test)},
-        },
-        dims=dims,
-        coords=coords,
-        attrs={"/": {"inference_library": "pymc", "inference_library_version": pm.__version__,
-                     **{f"fit_{k}": str(v) for k, v in result.config.items()}}},
-    )
+    model = source.model if isinstance(source, FitResult) else source
+    if not isinstance(model, pm.Model):
+        raise ValueError(f"predict needs a FitResult or a pm.Model, got {type(source).__name__}")
+    names = tuple(var_names) if var_names is not None else tuple(rv.name for rv in model.observed_RVs)
+    if not names:
+        raise ValueError("no variables to predict: pass var_names")
+    predictive = compile_predictive(model, names)  # a ValueError for unknown names
+    data, changed = _new_data(model, new_data)
+    if chunk is not None and not (isinstance(chunk, (int, np.integer)) and chunk >= 1 and new_data):
+        raise ValueError(f"chunk must be an integer >= 1 with new_data, got {chunk!r}")
+    if idata is None:
+        if not isinstance(source, FitResult):
+            raise ValueError("predict from a model needs idata with a posterior")
+        idata = sample(source, draws, seed=seed, log_likelihood=False)
+    posterior = idata["posterior"]
+    missing = [rv.name for rv in model.free_RVs if rv.name not in posterior]
+    if missing:
+        raise ValueError(f"the posterior lacks free variable(s) {', '.join(missing)}")
+    chains, n_draws = posterior.sizes["chain"], posterior.sizes["draw"]
+    free = tuple(np.asarray(posterior[rv.name].values, dtype=rv.dtype)
+                 .reshape(chains * n_draws, *posterior[rv.name].shape[2:]) for rv in model.free_RVs)
+    keys = jax.random.key_data(jax.random.split(jax.random.key(seed),
+                                                (chains * n_draws, max(predictive.n_random, 1))))
+    evaluate = _map_draws(predictive.jitted, "predict", lambda per_draw, data: predictive.fn(
+        per_draw[0], data, list(per_draw[1])[:predictive.n_random]))
+    rows = len(next(iter(new_data.values()))) if chunk else None
+    values = _in_chunks(evaluate, (free, keys), data, rows, chunk)
+    return _predictions_tree(model, names, values, data, changed, coords, chains, n_draws)
 
 
-def loo(idata: DataTree, var_name: str = "y") -> ELPDDataLOO:
+def _in_chunks(evaluate, per_draw, data: list, rows: int | None, chunk: int | None) -> list:
+    """``evaluate(per_draw, data)``, over the data's ``rows`` ``chunk`` at a time (the last padded)."""
+    if chunk is None or rows <= chunk:
+        return [np.asarray(v) for v in evaluate(per_draw, tuple(data))]
+    cut = [np.ndim(d) > 0 and len(d) == rows for d in data]
+    out = None
+    for start in range(0, rows, chunk):
+        stop = min(start + chunk, rows)
+        part = tuple(np.concatenate([d[start:stop], np.repeat(d[stop - 1:stop], chunk - (stop - start), 0)])
+                     if c else d for d, c in zip(data, cut))
+        values = [np.asarray(v) for v in evaluate(per_draw, part)]
+        if out is None:
+            if any(v.ndim < 2 or v.shape[1] != chunk for v in values):
+                raise ValueError("chunk needs every predicted variable's first axis to run over the rows")
+            out = [np.empty((v.shape[0], rows, *v.shape[2:]), v.dtype) for v in values]
+        for o, v in zip(out, values):
+            o[:, start:stop] = v[:, : stop - start]
+    return out
+
+
+def _predictions_tree(model, names, values, data, changed, coords, chains, n_draws) -> DataTree:
+    all_coords = _coords(model)
+    for dim, length in changed.items():
+        all_coords[dim] = np.arange(length)
+    all_coords.update({dim: np.asarray(value) for dim, value in (coords or {}).items()})
+    lengths = {k: len(v) for k, v in all_coords.items()}
+
+    def fits(d, shape):
+        return len(d) == len(shape) and all(lengths.get(x, s) == s for x, s in zip(d, shape))
+
+    groups = {"predictions": {}, "predictions_constant_data": {}}
+    dims = {}
+    for name, value in zip(names, values):
+        value = value.reshape(chains, n_draws, *value.shape[1:])
+        groups["predictions"][name] = value
+        d = list(model.named_vars_to_dims.get(name, ()))
+        if fits(d, value.shape[2:]):
+            dims[name] = d
+    for v, value in zip(model.data_vars, data):
+        groups["predictions_constant_data"][v.name] = value
+        d = list(model.named_vars_to_dims.get(v.name, ()))
+        if fits(d, value.shape):
+            dims[v.name] = d
+    used = {x for d in dims.values() for x in d}
+    return az.from_dict(groups, pred_dims=dims,
+                        pred_coords={k: v for k, v in all_coords.items() if k in used})
+
+
+# --- PSIS-LOO -----------------------------------------------------------------
+
+
+def loo(idata: DataTree, var_name: str | None = None) -> ELPDDataLOO:
     """PSIS-LOO corrected for the approximate posterior (uses log p and log q), pointwise.
 
     What ``az.loo_approximate_posterior(idata, log_p, log_q, var_name=...)``
-    returns, computed over all observations at once (:mod:`inference.psis`):
-    ArviZ's own per-observation loop takes 0.8 s of a 4 s toy fit.
+    returns, computed over all observations at once (:mod:`~bnn_zoo.inference.psis`),
+    so ``az.compare`` takes it. ``var_name`` defaults to the one observed variable.
     """
     stats = idata["sample_stats"]
+    if "log_likelihood" not in idata.children:
+        raise ValueError("loo needs the log_likelihood group (sample(..., log_likelihood=True))")
     if not (np.isfinite(stats["log_p"]).all() and np.isfinite(stats["log_q"]).all()):
-        raise ValueError("loo needs each draw's finite log p and log q (draw(..., log_p=True))")
-    log_lik = idata["log_likelihood"][var_name]
+        raise ValueError("loo needs each draw's finite log p and log q (sample(..., log_likelihood=True))")
+    group = idata["log_likelihood"]
+    if var_name is None:
+        if len(group.data_vars) != 1:
+            raise ValueError(f"name the observed variable: var_name one of {', '.join(group.data_vars)}")
+        var_name = next(iter(group.data_vars))
+    log_lik = group[var_name]
     obs_dims = [d for d in log_lik.dims if d not in ("chain", "draw")]
     log_lik = log_lik.transpose("chain", "draw", *obs_dims)
     n_samples = log_lik.sizes["chain"] * log_lik.sizes["draw"]

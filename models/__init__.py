@@ -1,7 +1,7 @@
 """Priors, hyperpriors and Bayesian neural-network model builders."""
 
-from models.mlp import mlp_classifier, mlp_regressor
-from models.priors import (
+from bnn_zoo.models.mlp import mlp_classifier, mlp_regressor
+from bnn_zoo.models.priors import (
     HYPERPRIORS,
     WEIGHT_PRIORS,
     get_hyperprior,

@@ -19,9 +19,9 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 
-from models.layers import LayerPriors
-from models.mlp import ACTIVATIONS
-from models.ops import conv2d, max_pool2d
+from bnn_zoo.models.layers import LayerPriors
+from bnn_zoo.models.mlp import ACTIVATIONS
+from bnn_zoo.models.ops import conv2d, max_pool2d
 
 
 def cnn_classifier(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from models.priors import SCALE_FREE, get_hyperprior, get_weight_prior
+from bnn_zoo.models.priors import SCALE_FREE, get_hyperprior, get_weight_prior
 
 
 class LayerPriors:

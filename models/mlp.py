@@ -23,8 +23,8 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 
-from models.layers import LayerPriors
-from models.priors import get_hyperprior
+from bnn_zoo.models.layers import LayerPriors
+from bnn_zoo.models.priors import get_hyperprior
 
 ACTIVATIONS = {
     "tanh": pt.tanh,

@@ -3,22 +3,22 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("MPLBACKEND", "Agg")
 # JAX's compilation cache (the experiments turn it on) in a folder of this test session only.
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="bnn-zoo-jax-"))
 
 
-def command_env() -> dict:
-    """The environment of a command a test runs as a user would: this checkout, no display."""
-    return {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg",
-            "JAX_COMPILATION_CACHE_DIR": os.environ["JAX_COMPILATION_CACHE_DIR"]}
+def command_env(**extra) -> dict:
+    """The environment of a command a test runs as a user would: the installed package, no display."""
+    return {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "MPLBACKEND": "Agg",
+            "HOME": os.environ.get("HOME", "/tmp"),
+            "JAX_COMPILATION_CACHE_DIR": os.environ["JAX_COMPILATION_CACHE_DIR"], **extra}
 
 
 # --- MNIST fixture: the first 600 training / 200 test examples (tests/data/make_mnist_tiny.py)
-import pytest  # noqa: E402
-
 MNIST_TINY = ROOT / "tests" / "data" / "mnist_tiny"
 
 

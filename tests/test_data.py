@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from data import toy
+from bnn_zoo.data import toy
 
 
 @pytest.mark.parametrize("name", toy.DATASETS)

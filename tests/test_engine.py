@@ -1,19 +1,24 @@
-"""The JAX engine: its noise, its softplus, its batches and state, and its agreement with pm.fit."""
+"""The JAX engine and the functional core: noise, softplus, batches, state, compiled programs, and
+agreement with PyMC's own step."""
 
 from collections import OrderedDict
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from jax.extend.random import threefry_2x32
 from scipy import stats
 
-from data import toy
-from inference import CheckpointError, draw, engine, fit, noise
-from inference.advi import _family, initial_params
-from inference.engine import JaxFit, batch_indices, softplus
-from models import mlp_classifier
+import bnn_zoo
+from bnn_zoo.data import toy
+from bnn_zoo.inference import core, engine, families, jaxmodel, noise, objective, optim, reference
+from bnn_zoo.inference.advi import initial_mean
+from bnn_zoo.inference.engine import batch_indices
+from bnn_zoo.inference.families import softplus
+from bnn_zoo.inference.posterior import draw_z, evaluate_z
+from bnn_zoo.models import mlp_classifier
 
 jax.config.update("jax_enable_x64", True)  # as pytensor's JAX backend sets it
 
@@ -57,8 +62,8 @@ def test_softplus_and_its_gradient_are_accurate(dtype):
 def test_unflatten_and_its_gradient_are_jnp_split():
     # The engine's split has its own gradient (a concatenation behind barriers);
     # it must be the plain split's, piece for piece, in and out of jit.
-    layout = engine.Layout([("a", slice(0, 6), (2, 3), "float64"), ("b", slice(6, 10), (4,), "float64"),
-                            ("c", slice(10, 11), (), "float64")])
+    layout = jaxmodel.Layout((("a", slice(0, 6), (2, 3), "float64"), ("b", slice(6, 10), (4,), "float64"),
+                              ("c", slice(10, 11), (), "float64")))
     z = jnp.linspace(-1.0, 2.0, 11)
 
     def plain(z):
@@ -90,120 +95,125 @@ def moons():
     return toy.load("moons", n_train=300, n_test=10, noise=0.2, seed=0)
 
 
+def _toy_model(name, n_train=60, **kwargs):
+    split = toy.load(name, n_train=n_train, n_test=10, noise=0.2, seed=0)
+    return mlp_classifier(split.X_train, split.y_train, hidden=(3, 4),
+                          **{"prior": "cauchy", "hyperprior": "halfnormal", **kwargs})
+
+
+def _compose(model, *, lr=0.01, batch_size=None, seed=0):
+    """The functional core assembled by hand, as a user of the library would (blackjax style):
+    the model as JAX, the objective, the optimizer, the state, the compiled steps."""
+    point = model.initial_point()
+    layout = jaxmodel.Layout.of(model, point)
+    density = jaxmodel.compile_model(model, layout)
+    params = {k: jnp.asarray(v) for k, v in families.MEAN_FIELD.init(initial_mean(layout, point, seed),
+                                                                      0.01).items()}
+    optimizer = optax.adam(lr)
+    n = model["X"].get_value().shape[0]
+    steps = engine.compile_steps(
+        objective.ELBO(density, families.MEAN_FIELD, scale=n / batch_size if batch_size else 1.0),
+        optimizer, sliced=(batch_size is not None,) * 2, n=n, batch_size=batch_size, mc_samples=1,
+        kl_weight=objective.constant(), dtype="float64")
+    data = tuple(jnp.asarray(v.get_value()) for v in model.data_vars)
+    return density, core.init(params, optimizer), steps, engine.Runner(steps, data, seed)
+
+
+def test_core_steps_by_hand_are_the_fit(moons):
+    model = mlp_classifier(moons.X_train, moons.y_train, hidden=(5, 5))
+    _, state, _, runner = _compose(model, lr=0.05, batch_size=50, seed=2)
+    state, elbo = runner.advance(state, 0, 120)
+    result = bnn_zoo.fit(model, steps=120, optimizer=optax.adam(0.05), batch_size=50, seed=2,
+                         progressbar=False)
+    np.testing.assert_allclose(elbo, result.elbo, rtol=1e-12)
+    np.testing.assert_allclose(state.params["mu"], result.params["mu"], rtol=1e-12)
+    assert int(state.step) == 120
+
+
 def test_state_is_updated_in_place(moons):
     model = mlp_classifier(moons.X_train, moons.y_train, hidden=(5, 5))
-    group = _family("advi")(model=model).groups[0]
-    run = JaxFit(model, group, initial_params(group, "advi", 0.01, 0), method="advi",
-                 optimizer="adam", learning_rate=0.01, batch_size=32, data=("X", "y"), beta=1.0,
-                 mc_samples=1, seed=0, dtype="float64")
-    before = jax.tree_util.tree_leaves((run.params, run.opt_state))
-    run.advance(0, 50)
-    # Parameters and Adam's state were donated to the compiled loop: their
-    # buffers were reused, not copied, so the old handles are gone.
+    _, state, _, runner = _compose(model, batch_size=32)
+    before = jax.tree_util.tree_leaves(state)
+    state, _ = runner.advance(state, 0, 50)
+    # The state was donated to the compiled loop: its buffers were reused, not
+    # copied, so the old handles are gone.
     assert all(a.is_deleted() for a in before)
-    assert np.isfinite(run.arrays()[0]).all()
+    assert np.isfinite(state.params["mu"]).all()
 
 
 def test_resumed_engine_fit_is_the_uninterrupted_fit(moons, tmp_path):
     def model():
         return mlp_classifier(moons.X_train, moons.y_train, hidden=(5, 5))
 
-    settings = dict(learning_rate=0.05, batch_size=50, progressbar=False, seed=2)
-    whole = fit(model(), steps=300, **settings)
+    settings = dict(optimizer=optim.make("adam", 0.05, 300), batch_size=50, progressbar=False, seed=2)
+    whole = bnn_zoo.fit(model(), steps=300, **settings)
     ckpt = tmp_path / "half.nc"
-    fit(model(), steps=130, checkpoint=ckpt, **settings)  # stops mid-epoch (6 batches each)
-    resumed = fit(model(), steps=300, resume=ckpt, **settings)
+    bnn_zoo.fit(model(), steps=130, checkpoint=ckpt, **settings)  # stops mid-epoch (6 batches each)
+    resumed = bnn_zoo.fit(model(), steps=300, resume=ckpt, **settings)
     assert resumed.config["resumed_at"] == 130
     np.testing.assert_array_equal(resumed.elbo, whole.elbo)
-    a, b = (r.approx.groups[0].params_dict["mu"].get_value() for r in (whole, resumed))
-    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(resumed.params["mu"], whole.params["mu"])
 
 
-def _q_params(result):
-    return np.concatenate([p.get_value() for p in result.approx.groups[0].params])
+def test_schedule_decays_scale_the_rate_after_them():
+    rate, text = optim.schedule("constant", 0.05, 100, decays={30: 0.25, 60: 0.5})
+    np.testing.assert_allclose([float(rate(t)) for t in (0, 29, 30, 59, 60, 99)],
+                               [0.05, 0.05, 0.0125, 0.0125, 0.00625, 0.00625])
+    cosine, text_c = optim.schedule("cosine", 0.05, 100, final=0.01)
+    assert float(cosine(0)) == pytest.approx(0.05) and float(cosine(100)) == pytest.approx(5e-4)
+    exponential, _ = optim.schedule("exponential", 0.05, 100, final=0.01)
+    assert float(exponential(50)) == pytest.approx(0.005) and float(exponential(100)) == pytest.approx(5e-4)
+    assert text == "constant(0.05) x 0.25 from step 30, 0.5 from step 60"
+    assert optim.make("adam", 0.05, 100, schedule_kind="cosine").description == f"adam(lr={text_c})"
 
 
-def test_lr_decay_scales_the_steps_after_it(moons):
-    def run(steps, **kw):
-        model = mlp_classifier(moons.X_train, moons.y_train, hidden=(5, 5))
-        return _q_params(fit(model, steps=steps, learning_rate=0.05, batch_size=50,
-                             progressbar=False, seed=1, **kw))
-
-    before = run(3)
-    plain, decayed = run(5), run(5, lr_decay={3: 0.25})
-    # Steps 0-2 untouched (to rounding: the compiled step differs by a multiply by 1).
-    np.testing.assert_allclose(run(3, lr_decay={3: 0.25}), before, rtol=1e-12, atol=1e-15)
-    # Step 3 starts from the same state with the same noise and batch: a
-    # quarter of the step; step 4 then differs only through the new state.
-    step = run(4) - before
-    np.testing.assert_allclose(run(4, lr_decay={3: 0.25}) - before, 0.25 * step, rtol=1e-6,
-                               atol=1e-12)
-    assert not np.allclose(decayed, plain)
-    # Factors multiply: step 3 at 0.5 x 0.5 is half of step 3 at 0.5 from the same state.
-    once = run(3, lr_decay={1: 0.5})
-    np.testing.assert_allclose(run(4, lr_decay={1: 0.5, 3: 0.5}) - once,
-                               0.5 * (run(4, lr_decay={1: 0.5}) - once), rtol=1e-6, atol=1e-12)
-
-
-def test_resumed_fit_may_add_a_later_lr_decay(moons, tmp_path):
+def test_a_later_decay_on_resume_continues_the_decayed_fit(moons, tmp_path):
     def model():
         return mlp_classifier(moons.X_train, moons.y_train, hidden=(5, 5))
 
-    settings = dict(learning_rate=0.05, batch_size=50, progressbar=False, seed=2)
-    whole = fit(model(), steps=200, lr_decay={130: 0.1}, **settings)
+    settings = dict(batch_size=50, progressbar=False, seed=2)
+    decayed = optim.make("adam", 0.05, 200, decays={130: 0.1})
+    whole = bnn_zoo.fit(model(), steps=200, optimizer=decayed, **settings)
     ckpt = tmp_path / "constant.nc"
-    fit(model(), steps=130, checkpoint=ckpt, **settings)  # no decay so far
-    resumed = fit(model(), steps=200, resume=ckpt, lr_decay={130: 0.1}, **settings)
+    bnn_zoo.fit(model(), steps=130, checkpoint=ckpt, optimizer=optim.make("adam", 0.05, 130),
+                **settings)
+    resumed = bnn_zoo.fit(model(), steps=200, resume=ckpt, optimizer=decayed, **settings)
     # Equal to rounding: the first 130 steps ran without the multiply by 1.
     np.testing.assert_allclose(resumed.elbo, whole.elbo, rtol=1e-9)
-    np.testing.assert_allclose(_q_params(resumed), _q_params(whole), rtol=1e-9, atol=1e-12)
-    with pytest.raises(CheckpointError, match="lr_decay"):  # it would rewrite steps taken
-        fit(model(), steps=200, resume=ckpt, lr_decay={100: 0.1}, **settings)
+    np.testing.assert_allclose(resumed.params["mu"], whole.params["mu"], rtol=1e-9, atol=1e-12)
+    assert resumed.config["history"] == [[0, "adam(lr=constant(0.05))"],
+                                         [130, "adam(lr=constant(0.05) x 0.1 from step 130)"]]
 
 
-@pytest.mark.parametrize("kw", [dict(lr_decay={0: 0.1}), dict(lr_decay={10: 0.0}),
-                                dict(lr_decay={2.5: 0.1}), dict(lr_decay={10: 0.1}, engine="pymc")])
-def test_bad_lr_decay_is_refused(moons, kw):
-    model = mlp_classifier(moons.X_train, moons.y_train, hidden=(5, 5))
-    with pytest.raises(ValueError, match="lr_decay"):
-        fit(model, steps=20, progressbar=False, **kw)
+@pytest.mark.parametrize("decays", [{0: 0.1}, {10: 0.0}, {2.5: 0.1}, {10: float("inf")}])
+def test_bad_decays_are_refused(decays):
+    with pytest.raises(ValueError, match="decays need integer steps >= 1 and positive finite factors"):
+        optim.make("adam", 0.05, 20, decays=decays)
 
 
 def test_toy_bnn_elbo_matches_pm_fit(moons):
-    """Same model, same initial q, same settings: the two engines reach the same ELBO.
+    """Same model, same initial q, same settings: the engine and PyMC's step reach the same ELBO.
 
-    The engines draw different noise, so their paths differ, and the toy BNN
-    has several optima. Measured over seeds 0-3 (10,000 steps, lr 0.05, 300
-    points): both engines ended in the same optimum for seeds 0 and 3 (ELBO
-    about -147 and -92), where their running ELBOs (mean of the last 1,000
-    steps) differed by 0.50 and 0.21 nats and the ELBOs of the final q
-    (E_q[log p - log q] from 4,000 draws, standard error 0.15-0.2) by 1.2 and
-    1.5; for seeds 1 and 2 one engine found the better optimum (about -92)
-    and the other did not, once each way.
+    The two draw different noise, so their paths differ, and the toy BNN has
+    several optima. Measured over seeds 0-3 (10,000 steps, lr 0.05, 300
+    points): both ended in the same optimum for seeds 0 and 3 (ELBO about
+    -147 and -92), where their running ELBOs (mean of the last 1,000 steps)
+    differed by 0.50 and 0.21 nats and the ELBOs of the final q (E_q[log p -
+    log q] from 4,000 draws, standard error 0.15-0.2) by 1.2 and 1.5; for
+    seeds 1 and 2 one found the better optimum (about -92) and the other did
+    not, once each way.
     """
     results = {}
     for name in ("jax", "pymc"):
         model = mlp_classifier(moons.X_train, moons.y_train, hidden=(5, 5))
-        result = fit(model, steps=10_000, learning_rate=0.05, engine=name, seed=0,
-                     progressbar=False)
-        d = draw(result, 4000, seed=1)
-        results[name] = (result.elbo_final, np.mean(d.log_p - d.log_q))
+        result = (bnn_zoo.fit(model, steps=10_000, optimizer=optax.adam(0.05), seed=0,
+                              progressbar=False) if name == "jax"
+                  else reference.fit(model, steps=10_000, learning_rate=0.05, seed=0))
+        z, log_q = draw_z(result, 4000, seed=1)
+        results[name] = (result.elbo_final, np.mean(evaluate_z(result, z, ["logp"])["logp"] - log_q))
     (trace_a, final_a), (trace_b, final_b) = results["jax"], results["pymc"]
     assert abs(trace_a - trace_b) < 1.5, results
     assert abs(final_a - final_b) < 3.0, results
-
-
-def _jax_fit(model):
-    group = _family("advi")(model=model).groups[0]
-    return JaxFit(model, group, initial_params(group, "advi", 0.01, 0), method="advi",
-                  optimizer="adam", learning_rate=0.01, batch_size=None, data=("X", "y"),
-                  beta=1.0, mc_samples=1, seed=0, dtype="float64")
-
-
-def _toy_model(name, n_train=60, **kwargs):
-    split = toy.load(name, n_train=n_train, n_test=10, noise=0.2, seed=0)
-    return mlp_classifier(split.X_train, split.y_train, hidden=(3, 4),
-                          **{"prior": "cauchy", "hyperprior": "halfnormal", **kwargs})
 
 
 def test_one_structure_on_two_data_sets_is_one_compiled_program(monkeypatch):
@@ -212,36 +222,35 @@ def test_one_structure_on_two_data_sets_is_one_compiled_program(monkeypatch):
     # (which outlives the process, unlike compile_model's memo, emptied here).
     texts = []
     for name in ("moons", "circles"):
-        monkeypatch.setattr(engine, "_compiled", OrderedDict())
-        run = _jax_fit(_toy_model(name))
-        lowered = run.runner["loop"].lower(run.params, run.opt_state, run.key, 0, 1,
-                                           run.problem.data)
+        monkeypatch.setattr(jaxmodel, "_compiled", OrderedDict())
+        _, state, steps, runner = _compose(_toy_model(name))
+        lowered = steps["loop"].lower(state, runner.key, 1, runner.data)
         texts.append(lowered.as_text(debug_info=False))
     assert texts[0] == texts[1]
 
 
 def test_models_of_one_structure_share_their_compiled_functions(monkeypatch):
-    monkeypatch.setattr(engine, "_compiled", OrderedDict())
-    moons, circles = _jax_fit(_toy_model("moons")), _jax_fit(_toy_model("circles"))
-    assert circles.problem.density is moons.problem.density
-    assert circles.runner is moons.runner
+    monkeypatch.setattr(jaxmodel, "_compiled", OrderedDict())
+    fits = [bnn_zoo.fit(_toy_model(name), steps=1, progressbar=False) for name in ("moons", "circles")]
+    assert fits[1].density is fits[0].density
+    assert len([k for k in fits[0].density.jitted if k[0] == "fit"]) == 1  # one set of runners
     # Another structure: other constants (a prior scale, the data size) or other priors.
     for other in (_toy_model("circles", n_train=61), _toy_model("circles", prior="laplace"),
                   _toy_model("circles", hyperprior="fixed")):
-        assert _jax_fit(other).problem.density is not moons.problem.density
+        assert bnn_zoo.fit(other, steps=1, progressbar=False).density is not fits[0].density
 
 
 def test_sharing_compiled_functions_leaves_the_fit_unchanged(monkeypatch):
-    settings = dict(steps=300, learning_rate=0.05, seed=1, progressbar=False)
-    monkeypatch.setattr(engine, "_compiled", OrderedDict())
-    alone = fit(_toy_model("circles"), **settings)
-    monkeypatch.setattr(engine, "_compiled", OrderedDict())
-    fit(_toy_model("moons"), **settings)
-    shared = fit(_toy_model("circles"), **settings)
-    assert shared.cache["model"] is not alone.cache["model"]  # really rebuilt, then shared
+    settings = dict(steps=300, optimizer=optim.make("adam", 0.05, 300), seed=1, progressbar=False)
+    monkeypatch.setattr(jaxmodel, "_compiled", OrderedDict())
+    alone = bnn_zoo.fit(_toy_model("circles"), **settings)
+    monkeypatch.setattr(jaxmodel, "_compiled", OrderedDict())
+    bnn_zoo.fit(_toy_model("moons"), **settings)
+    shared = bnn_zoo.fit(_toy_model("circles"), **settings)
+    assert shared.density is not alone.density  # really rebuilt, then shared
     np.testing.assert_array_equal(shared.elbo, alone.elbo)
-    a, b = draw(alone, 50, seed=2), draw(shared, 50, seed=2)
-    np.testing.assert_array_equal(a.log_p, b.log_p)
+    a, b = (bnn_zoo.sample(r, 50, seed=2) for r in (alone, shared))
+    np.testing.assert_array_equal(a["sample_stats"]["log_p"], b["sample_stats"]["log_p"])
 
 
 def test_steps_one_per_call_equal_steps_in_the_loop(monkeypatch):
@@ -250,16 +259,14 @@ def test_steps_one_per_call_equal_steps_in_the_loop(monkeypatch):
     # loop (small ones) take the same steps.
     runs = {}
     for name, below in (("loop", np.inf), ("step", 0.0)):
-        monkeypatch.setattr(engine, "_compiled", OrderedDict())
+        monkeypatch.setattr(jaxmodel, "_compiled", OrderedDict())
         monkeypatch.setattr(engine, "LOOP_BELOW_FLOPS", below)
-        model = _toy_model("moons", n_train=200)
-        group = _family("advi")(model=model).groups[0]
-        run = JaxFit(model, group, initial_params(group, "advi", 0.01, 0), method="advi",
-                     optimizer="adam", learning_rate=0.05, batch_size=50, data=("X", "y"),
-                     beta=1.0, mc_samples=1, seed=3, dtype="float64")
-        elbo = np.concatenate([run.advance(0, 13), run.advance(13, 17)])
-        assert run.runner["in_loop"] is (name == "loop")
-        runs[name] = elbo, run.arrays()
+        _, state, steps, runner = _compose(_toy_model("moons", n_train=200), lr=0.05, batch_size=50,
+                                           seed=3)
+        state, first = runner.advance(state, 0, 13)
+        state, second = runner.advance(state, 13, 17)
+        assert steps["in_loop"] is (name == "loop")
+        runs[name] = np.concatenate([first, second]), jax.tree_util.tree_leaves(state)
     np.testing.assert_allclose(runs["step"][0], runs["loop"][0], rtol=1e-10)
     for a, b in zip(runs["step"][1], runs["loop"][1]):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)

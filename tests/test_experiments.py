@@ -1,4 +1,4 @@
-"""The command lines, run as a user runs them."""
+"""The command lines, run as a user runs them; the runner's shared pieces."""
 
 import json
 import os
@@ -9,40 +9,41 @@ import arviz as az
 import pandas as pd
 import pytest
 
-from experiments.toy import main
+from bnn_zoo.experiments import runner
+from bnn_zoo.experiments.toy import main
 from tests.conftest import command_env
 
-REQUIRED = {"dataset", "prior", "hyperprior", "method", "backend", "seed", "steps", "noise",
-            "accuracy", "nll", "brier", "ece", "elbo_final", "fit_seconds"}
+REQUIRED = {"dataset", "prior", "hyperprior", "method", "seed", "steps", "noise", "accuracy", "nll",
+            "brier", "ece", "elbo_final", "fit_seconds", "elpd_loo", "optimizer_description"}
 
 
-def run(dataset, *args, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", f"experiments.{dataset}", *args], cwd=cwd, capture_output=True,
-        text=True, env=command_env(),
-        timeout=900,
-    )
+def bnn_zoo(*args, cwd, timeout=900):
+    return subprocess.run(["bnn-zoo", *args], cwd=cwd, capture_output=True, text=True,
+                          env=command_env(), timeout=timeout)
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--priors", "normal,gauss"], "argument --priors: unknown gauss; valid: cauchy"),
+        (["--priors", "normal,gauss"], "argument --priors: unknown prior gauss; valid: cauchy"),
+        (["--all-priors", "--priors", "normal,normal"], "argument --priors: repeated prior in 'normal,normal'"),
         (["--prior", "gauss"], "argument --prior: invalid choice: 'gauss'"),
         (["--hyperprior", "gamma"], "argument --hyperprior: invalid choice"),
         (["--method", "svgd"], "argument --method: invalid choice"),
-        (["--backend", "cuda"], "argument --backend: invalid choice"),
-        (["--noise", "-0.1"], "argument --noise: must be >= 0"),
+        (["--noise", "-0.1"], "argument --noise: must be >= 0 and finite"),
+        (["--noise", "inf"], "argument --noise: must be >= 0 and finite"),
         (["--steps", "0"], "argument --steps: must be a positive integer"),
         (["--steps", "-5"], "argument --steps: must be a positive integer"),
+        (["--seed", "-1"], "argument --seed: must be an integer >= 0"),
         (["--n-train", "1"], "argument --n-train: must be >= 2"),
-        (["--lr", "abc"], "argument --lr: invalid"),
+        (["--lr", "abc"], "argument --lr: invalid float value: 'abc'"),
+        (["--lr-final", "0"], "argument --lr-final: must be in (0, 1]"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, args, message):
     out, fig = tmp_path / "out", tmp_path / "fig"
     with pytest.raises(SystemExit) as exit_:
-        main("moons", [*args, "--out", str(out), "--figures", str(fig)])
+        main([*args, "--out", str(out), "--figures", str(fig)], dataset="moons")
     assert exit_.value.code == 2
     stderr = capsys.readouterr().err
     assert message in stderr
@@ -50,28 +51,37 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, args,
     assert not out.exists() and not fig.exists()
 
 
+def test_unwritable_output_is_refused_before_fitting(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    for flag in ("--out", "--figures"):
+        code = main(["--steps", "5", flag, str(tmp_path / "file" / "sub")], dataset="moons")
+        assert code == 2
+        assert capsys.readouterr().err.strip().endswith("is not a writable folder")
+
+
 def test_bad_input_exit_status_of_the_real_command(tmp_path):
-    proc = run("circles", "--steps", "0", "--out", "out", cwd=tmp_path)
+    proc = bnn_zoo("circles", "--steps", "0", "--out", "out", cwd=tmp_path)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == (
-        "python -m experiments.circles: error: argument --steps: "
-        "must be a positive integer, got 0")
+    assert proc.stderr.strip() == "bnn-zoo circles: error: argument --steps: must be a positive integer, got 0"
     assert not (tmp_path / "out").exists()
+    proc = bnn_zoo("spirals", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("bnn-zoo: error: unknown experiment 'spirals'")
 
 
 def test_help_lists_the_flags(tmp_path):
-    proc = run("circles", "--help", cwd=tmp_path)
+    proc = bnn_zoo("circles", "--help", cwd=tmp_path)
     assert proc.returncode == 0
     for flag in ("--prior", "--hyperprior", "--all-priors", "--noise", "--n-train", "--n-test",
-                 "--steps", "--lr", "--beta", "--method", "--backend", "--seed", "--out",
-                 "--figures"):
+                 "--steps", "--lr", "--lr-schedule", "--beta", "--method", "--restarts", "--seed",
+                 "--out", "--figures"):
         assert flag in proc.stdout
+    assert "usage: bnn-zoo {moons,circles,toy,regression,mnist-cnn,mnist-bbb}" in bnn_zoo("--help", cwd=tmp_path).stdout
 
 
 def test_a_run_writes_the_output_contract(tmp_path):
-    proc = run("moons", "--steps", "1500", "--draws", "100", "--prior", "laplace",
-               "--hyperprior", "halfcauchy", "--seed", "3", "--out", "res", "--figures", "fig",
-               cwd=tmp_path)
+    proc = bnn_zoo("moons", "--steps", "1500", "--draws", "100", "--prior", "laplace",
+                   "--hyperprior", "halfcauchy", "--seed", "3", "--out", "res", "--figures", "fig",
+                   cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     folder = tmp_path / "res" / "moons" / "laplace-halfcauchy-s3"
     metrics = json.loads((folder / "metrics.json").read_text())
@@ -81,7 +91,9 @@ def test_a_run_writes_the_output_contract(tmp_path):
     assert 0.8 <= metrics["accuracy"] <= 1.0
     idata = az.from_netcdf(folder / "idata.nc")
     assert idata["posterior"]["W_2"].shape == (1, 100, 5, 2)
-    assert idata["posterior_predictive"]["p"].shape == (1, 100, 300, 2)
+    assert idata["predictions"]["p"].shape == (1, 100, 300, 2)
+    assert idata["log_likelihood"]["y_obs"].shape == (1, 100, 700)
+    assert idata["fit_stats"]["elbo"].shape == (1500,)
     summary = pd.read_csv(folder / "summary.csv", index_col=0)
     assert "W_0[x1, 0]" in summary.index and "mean" in summary.columns
     assert (tmp_path / "fig" / "moons" / "uncertainty_laplace-halfcauchy.png").stat().st_size > 0
@@ -92,7 +104,7 @@ def test_all_priors_compares_the_grid_on_each_data_set(tmp_path):
     # A 2 x 2 grid keeps CI short; the 16 pairs are fitted in test_models.py.
     grid = ["--all-priors", "--priors", "laplace,cauchy", "--hyperpriors", "fixed,inversegamma",
             "--steps", "300", "--draws", "60", "--n-train", "200", "--n-test", "100"]
-    proc = run("toy", *grid, "--out", "res", "--figures", "fig", cwd=tmp_path)
+    proc = bnn_zoo("toy", *grid, "--out", "res", "--figures", "fig", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for dataset in ("moons", "circles"):
         table = pd.read_csv(tmp_path / "res" / dataset / "comparison.csv", index_col=0)
@@ -104,13 +116,12 @@ def test_all_priors_compares_the_grid_on_each_data_set(tmp_path):
         assert len(list((tmp_path / "res" / dataset).glob("*-s0/metrics.json"))) == 4
         for name in ("compare", "forest_scales", "weights_last_layer", "prior_grid"):
             assert (tmp_path / "fig" / dataset / f"{name}.png").stat().st_size > 0
-    assert "8 fits in" in proc.stdout and "circles   cauchy-inversegamma" in proc.stdout
+    assert "8 runs in" in proc.stdout and "circles cauchy-inversegamma" in proc.stdout
 
     # One data set's command writes what the two-data-set command wrote for it.
-    proc = run("circles", *grid, "--priors", "cauchy", "--hyperpriors", "inversegamma",
-               "--out", "alone", "--figures", "fig_alone", cwd=tmp_path)
+    proc = bnn_zoo("circles", *grid, "--priors", "cauchy", "--hyperpriors", "inversegamma",
+                   "--out", "alone", "--figures", "fig_alone", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "1 fit in" in proc.stdout
     both, alone = (json.loads((tmp_path / d / "circles" / "cauchy-inversegamma-s0" /
                                "metrics.json").read_text()) for d in ("res", "alone"))
     for key in ("elbo_final", "elpd_loo", "accuracy", "nll"):
@@ -118,27 +129,25 @@ def test_all_priors_compares_the_grid_on_each_data_set(tmp_path):
 
 
 def test_toy_command_checks_its_data_sets(tmp_path):
-    proc = run("toy", "--datasets", "moons,spirals", "--out", "out", cwd=tmp_path)
+    proc = bnn_zoo("toy", "--datasets", "moons,spirals", "--out", "out", cwd=tmp_path)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("python -m experiments.toy: error: argument --datasets: want "
-                                   "distinct names from moons, circles, got 'moons,spirals'")
+    assert proc.stderr.strip() == ("bnn-zoo toy: error: argument --datasets: unknown data set "
+                                   "spirals; valid: circles, moons")
     assert not (tmp_path / "out").exists()
 
 
 def test_compilation_cache_folder(monkeypatch, tmp_path):
     import jax
 
-    from experiments.cli import use_compilation_cache
-
     saved = {k: getattr(jax.config, k) for k in ("jax_compilation_cache_dir",
                                                   "jax_persistent_cache_min_compile_time_secs")}
     try:
         jax.config.update("jax_compilation_cache_dir", None)
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-        use_compilation_cache()
+        runner.use_compilation_cache()
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "bnn-zoo" / "jax")
         jax.config.update("jax_compilation_cache_dir", str(tmp_path / "mine"))  # the user's choice
-        use_compilation_cache()
+        runner.use_compilation_cache()
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "mine")
         assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
     finally:
@@ -146,26 +155,24 @@ def test_compilation_cache_folder(monkeypatch, tmp_path):
             jax.config.update(k, v)
 
 
-def test_toy_xla_flags_keep_the_users(monkeypatch):
-    from experiments.toy import _add_xla_flag
-
+def test_xla_flags_keep_the_users(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    _add_xla_flag("--xla_cpu_experimental_ynn_fusion_type=")
-    _add_xla_flag("--xla_cpu_multi_thread_eigen=false")
+    runner.add_xla_flag("--xla_cpu_experimental_ynn_fusion_type=")
+    runner.add_xla_flag("--xla_cpu_multi_thread_eigen=false")
     assert os.environ["XLA_FLAGS"].split() == ["--xla_cpu_experimental_ynn_fusion_type=",
                                                "--xla_cpu_multi_thread_eigen=false"]
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true --xla_dump_to=x")
-    _add_xla_flag("--xla_cpu_multi_thread_eigen=false")  # the user's own setting stays
+    runner.add_xla_flag("--xla_cpu_multi_thread_eigen=false")  # the user's own setting stays
     assert os.environ["XLA_FLAGS"] == "--xla_cpu_multi_thread_eigen=true --xla_dump_to=x"
     monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/xla_cpu_multi_thread_eigen")  # only a value
-    _add_xla_flag("--xla_cpu_multi_thread_eigen=false")
+    runner.add_xla_flag("--xla_cpu_multi_thread_eigen=false")
     assert os.environ["XLA_FLAGS"].split()[-1] == "--xla_cpu_multi_thread_eigen=false"
 
 
 def test_main_puts_xla_flags_back(monkeypatch, tmp_path):
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true")
-    code = main("moons", ["--steps", "5", "--draws", "30", "--n-train", "20", "--n-test", "10",
-                          "--out", str(tmp_path / "out"), "--figures", str(tmp_path / "fig"),
-                          "--no-progress"])
+    code = main(["--steps", "5", "--draws", "30", "--n-train", "20", "--n-test", "10",
+                 "--out", str(tmp_path / "out"), "--figures", str(tmp_path / "fig"),
+                 "--no-progress"], dataset="moons")
     assert code == 0
     assert os.environ["XLA_FLAGS"] == "--xla_cpu_multi_thread_eigen=true"

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from evaluation.metrics import (
+from bnn_zoo.evaluation.metrics import (
     accuracy, all_metrics, brier, ece, nll, per_input_uncertainty, reliability_table,
 )
 

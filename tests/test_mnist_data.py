@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from data import mnist
+from bnn_zoo.data import mnist
 
 SHARED = Path(os.environ.get("MNIST_DIR")
               or Path(__file__).resolve().parents[2] / "shared/data/mnist")
@@ -288,8 +288,8 @@ def test_load_downloads_into_the_folder(mirrors, tiny_checksums, tmp_path, monke
 
 def test_resolve_dir_precedence(tmp_path, monkeypatch, mnist_tiny_dir, tiny_checksums):
     monkeypatch.delenv("MNIST_DIR", raising=False)
-    assert mnist.resolve_dir() == mnist.CACHE_DIR
-    assert mnist.CACHE_DIR == Path(__file__).resolve().parents[1] / "data" / "cache" / "mnist"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert mnist.resolve_dir() == mnist.cache_dir() == tmp_path / "cache" / "bnn-zoo" / "mnist"
     monkeypatch.setenv("MNIST_DIR", str(tmp_path / "env"))
     assert mnist.resolve_dir() == tmp_path / "env"
     assert mnist.resolve_dir(tmp_path / "arg") == tmp_path / "arg"

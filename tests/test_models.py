@@ -1,12 +1,13 @@
 import itertools
 
 import numpy as np
+import optax
 import pytest
 
-from data import toy
-from evaluation.metrics import accuracy
-from inference import draw, fit, predict_proba
-from models import HYPERPRIORS, WEIGHT_PRIORS, mlp_classifier
+import bnn_zoo
+from bnn_zoo.data import toy
+from bnn_zoo.evaluation.metrics import accuracy
+from bnn_zoo.models import HYPERPRIORS, WEIGHT_PRIORS, mlp_classifier
 
 
 @pytest.fixture(scope="module")
@@ -44,13 +45,14 @@ def test_bad_data_is_rejected():
                          list(itertools.product(sorted(WEIGHT_PRIORS), sorted(HYPERPRIORS))))
 def test_every_combination_fits_without_nan(moons, prior, hyperprior):
     model = mlp_classifier(moons.X_train, moons.y_train, prior=prior, hyperprior=hyperprior)
-    result = fit(model, steps=150, learning_rate=0.05, init_std=0.01, progressbar=False)
+    result = bnn_zoo.fit(model, steps=150, optimizer=optax.adam(0.05), init_std=0.01, progressbar=False)
     assert np.isfinite(result.elbo).all()
     assert result.elbo[-20:].mean() > result.elbo[:20].mean()  # it is learning
 
 
 def test_moons_accuracy_after_a_short_fit(moons):
     model = mlp_classifier(moons.X_train, moons.y_train)
-    result = fit(model, steps=3000, learning_rate=0.05, init_std=0.01, progressbar=False)
-    proba = predict_proba(result, draw(result, 200), moons.X_test)
+    result = bnn_zoo.fit(model, steps=3000, optimizer=optax.adam(0.05), init_std=0.01, progressbar=False)
+    pred = bnn_zoo.predict(result, {"X": moons.X_test}, var_names=["p"], draws=200)
+    proba = pred["predictions"]["p"].values[0]
     assert accuracy(proba, moons.y_test) >= 0.9

@@ -8,8 +8,8 @@ import pytest
 from jax import lax
 from scipy.special import expit
 
-import inference  # noqa: F401  (applies the JAX reduction dtype fix)
-from models.ops import conv2d, max_pool2d
+import bnn_zoo.inference  # noqa: F401  (applies the JAX reduction dtype fix)
+from bnn_zoo.models.ops import conv2d, max_pool2d
 
 MODES = ["NUMBA", "JAX"]
 jax.config.update("jax_enable_x64", True)  # float64 references (pytensor's JAX backend sets it too)
@@ -113,7 +113,7 @@ def test_jax_softplus_has_a_finite_gradient_everywhere(dtype):
     # pytensor rewrites log1p(exp(x)) to Softplus, whose JAX version in pytensor 3.3
     # had a NaN gradient beyond about |x| = 710 (float64; 89 in float32), where it is
     # 0 or 1; inference.jax_fixes replaces it.
-    from inference.engine import jaxify
+    from bnn_zoo.inference.jaxmodel import jaxify
 
     x = pt.vector("x", dtype=dtype)
     f = jaxify([x], [pt.log1p(pt.exp(x)).sum()])

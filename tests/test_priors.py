@@ -8,10 +8,10 @@ import scipy.stats as st
 from pytensor.tensor.random.op import RandomVariable
 from scipy.special import softmax
 
-from inference.engine import model_function
-from models import HYPERPRIORS, WEIGHT_PRIORS, get_hyperprior, get_weight_prior, weight_prior
-from models.mlp import mlp_classifier
-from models.priors import defaults
+from bnn_zoo.inference.jaxmodel import Layout, compile_model
+from bnn_zoo.models import HYPERPRIORS, WEIGHT_PRIORS, get_hyperprior, get_weight_prior, weight_prior
+from bnn_zoo.models.mlp import mlp_classifier
+from bnn_zoo.models.priors import defaults
 
 POINTS = np.array([-3.0, -0.4, 0.0, 0.25, 2.5])
 POSITIVE = np.array([0.05, 0.4, 1.0, 2.5, 7.0])
@@ -85,9 +85,9 @@ def test_scale_mixture_gradient_under_jax_is_finite_and_exact(floatX):
     # for every weight more than a few spike widths from zero (inference.jax_fixes).
     with pytensor.config.change_flags(floatX=floatX), pm.Model(coords={"i": range(6)}) as model:
         get_weight_prior("scale_mixture")("w", pt.constant(np.asarray(1.0, floatX)), "i")
-        f = model_function(model, [model.logp()])
+        density = compile_model(model, Layout.of(model, model.initial_point()))
     w = np.array([-60.0, -3.0, -0.02, 1e-3, 0.0, 40.0])
-    grad = np.asarray(jax.grad(lambda v: f([v])[0])(w.astype(floatX)), dtype=float)
+    grad = np.asarray(jax.grad(lambda v: density.log_density([v])[0])(w.astype(floatX)), dtype=float)
     s1, s2 = 1.0, np.exp(-6)
     # d/dw log p(w) = -sum_k r_k(w) w / s_k^2, with the components' responsibilities r_k
     r = softmax([st.norm(0, s1).logpdf(w), st.norm(0, s2).logpdf(w)], axis=0)

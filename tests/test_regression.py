@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 import scipy.stats as st
 
-from data import regression, toy
-from experiments import regression as experiment
-from inference import draw, fit, predict, predict_proba
-from models import mlp_classifier, mlp_regressor
-from tests.conftest import ROOT, command_env
+from bnn_zoo.data import regression
+from bnn_zoo.experiments import regression as experiment
+import optax
+
+import bnn_zoo
+from bnn_zoo.models import mlp_regressor
+from tests.conftest import command_env
 
 REQUIRED = {"task", "beta", "seed", "steps", "lr", "hidden", "activation", "noise", "rmse_in",
             "coverage95_in", "sd_ratio_out_in", "sd_ratio_out_in_total", "fit_seconds"}
@@ -150,16 +152,17 @@ def test_regressor_rejects_bad_input(kwargs, message):
 def fitted_regressor():
     X, y = _data(60, seed=1)
     model = mlp_regressor(X, y, hidden=(5, 4))
-    result = fit(model, steps=400, learning_rate=0.01, progressbar=False)
-    return X, result, draw(result, 30, seed=0, log_p=False)
+    result = bnn_zoo.fit(model, steps=400, optimizer=optax.adam(0.01), progressbar=False)
+    return X, result, bnn_zoo.sample(result, 30, seed=0, log_likelihood=False)
 
 
 def test_predict_mu_is_the_forward_pass_of_each_draw(fitted_regressor):
-    X, result, draws = fitted_regressor
+    X, result, idata = fitted_regressor
     X_new = np.linspace(-2, 2, 23)[:, None]
-    mu = predict(result, draws, X_new, var="mu", chunk=7)  # chunking with padding
+    pred = bnn_zoo.predict(result, {"X": X_new}, idata=idata, var_names=["mu", "y_obs"], chunk=7)
+    mu = pred["predictions"]["mu"].values[0]
     assert mu.shape == (30, 23) and mu.dtype == np.float64
-    post = draws.posterior
+    post = {k: v.values[0] for k, v in idata["posterior"].items()}
     h = X_new[None]
     for layer in range(3):
         h = h @ post[f"W_{layer}"] + post[f"b_{layer}"][:, None, :]
@@ -167,28 +170,19 @@ def test_predict_mu_is_the_forward_pass_of_each_draw(fitted_regressor):
             h = np.tanh(h)
     np.testing.assert_allclose(mu, h[..., 0], rtol=1e-6, atol=1e-9)
     assert mu.std(0).min() > 0  # draws differ
+    # y_obs is mu plus noise of the draw's sigma: standardised, it is N(0, 1).
+    z = (pred["predictions"]["y_obs"].values[0] - mu) / post["sigma"][:, None]
+    assert st.kstest(z.ravel(), "norm").pvalue > 1e-3
     # The training data stay in the model.
     np.testing.assert_array_equal(result.model["X"].get_value(), X.astype(result.model["X"].dtype))
 
 
 def test_predict_rejects_unknown_variables_and_empty_inputs(fitted_regressor):
-    _, result, draws = fitted_regressor
+    _, result, idata = fitted_regressor
     with pytest.raises(ValueError, match="no variable 'p'"):
-        predict(result, draws, np.zeros((3, 1)), var="p")
-    with pytest.raises(ValueError, match="no rows"):
-        predict(result, draws, np.zeros((0, 1)), var="mu")
-
-
-def test_predict_agrees_with_predict_proba():
-    split = toy.load("moons", n_train=120, n_test=50, noise=0.2, seed=2)
-    model = mlp_classifier(split.X_train, split.y_train, hyperprior="fixed")
-    result = fit(model, steps=300, learning_rate=0.05, progressbar=False)
-    draws = draw(result, 20, seed=1, log_p=False)
-    proba = predict_proba(result, draws, split.X_test, chunk=16)
-    same = predict(result, draws, split.X_test, var="p", chunk=2048)
-    assert proba.shape == (20, 50, 2) and proba.dtype == np.float64
-    np.testing.assert_allclose(proba, same, rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(proba.sum(-1), 1.0, rtol=1e-9)
+        bnn_zoo.predict(result, {"X": np.zeros((3, 1))}, idata=idata, var_names=["p"])
+    with pytest.raises(ValueError, match="must be non-empty"):
+        bnn_zoo.predict(result, {"X": np.zeros((0, 1))}, idata=idata, var_names=["mu"])
 
 
 # --- the experiment -----------------------------------------------------------
@@ -208,7 +202,8 @@ def test_a_short_run_writes_metrics_grid_and_figure(tmp_path, capsys):
         assert REQUIRED <= set(m)
         assert (m["task"], m["beta"], m["seed"], m["steps"], m["draws"]) == (name, 1.0, 4, 300, 64)
         assert m["activation"] == activation and m["hidden"] == [10, 10]
-        assert m["restarts"] == experiment.RESTARTS[name] and len(m["elbo_restarts"]) == m["restarts"]
+        restarts = experiment.ARCHITECTURE[name]["restarts"]
+        assert m["restarts"] == restarts and (m["elbo_restarts"] is None) == (restarts == 1)
         assert 0 <= m["coverage95_in"] <= 1 and m["rmse_in"] > 0 and m["sd_ratio_out_in"] > 0
         assert m["fit_seconds"] > 0
         grid = np.loadtxt(folder / "grid.csv", delimiter=",", skiprows=1)
@@ -242,15 +237,19 @@ def test_the_default_sine_mixture_meets_the_targets(tmp_path):
     assert m["rmse_in"] < 0.06
 
 
-def test_figure_names():
+def test_run_folder_and_figure_names(tmp_path):
+    def cfg(task, beta=1.0, seed=0, restarts=None):
+        restarts = experiment.ARCHITECTURE[task]["restarts"] if restarts is None else restarts
+        return experiment.RegressionConfig(task=task, beta=beta, seed=seed, restarts=restarts,
+                                           dataset="regression", out=tmp_path, figures=tmp_path)
+
     f = experiment.figure_path
-    assert f(ROOT, "sine", experiment.BETAS, 0).name == "sine.png"
-    assert f(ROOT, "sine", (0.1,), 0).name == "sine-beta0.1.png"
-    assert f(ROOT, "blundell", experiment.BETAS, 2).name == "blundell-s2.png"
-    assert f(ROOT, "sine", experiment.BETAS, 0, restarts=5).name == "sine.png"  # the default
-    assert f(ROOT, "sine", (1.0,), 0, restarts=1).name == "sine-beta1-r1.png"
-    assert experiment.run_dir(ROOT, "sine", 1.0, 0, 1).name == "sine-beta1-s0-r1"
-    assert experiment.run_dir(ROOT, "blundell", 0.1, 3, 1).name == "blundell-beta0.1-s3"
+    assert f(cfg("sine"), experiment.BETAS).name == "sine.png"
+    assert f(cfg("sine", 0.1), (0.1,)).name == "sine-beta0.1.png"
+    assert f(cfg("blundell", seed=2), experiment.BETAS).name == "blundell-s2.png"
+    assert f(cfg("sine", restarts=1), (1.0,)).name == "sine-beta1-r1.png"
+    assert cfg("sine", restarts=1).run_dir == tmp_path / "regression" / "sine-beta1-s0-r1"
+    assert cfg("blundell", 0.1, seed=3).run_dir.name == "blundell-beta0.1-s3"
 
 
 @pytest.mark.parametrize("args, message", [
@@ -263,7 +262,7 @@ def test_figure_names():
     (["--noise", "gamma"], "argument --noise: must be 'halfnormal' or a positive number"),
     (["--noise", "-0.1"], "argument --noise: must be 'halfnormal' or a positive number"),
     (["--hidden", "10,x"], "argument --hidden: must be comma-separated integers"),
-    (["--hidden", "10,0"], "argument --hidden: layer sizes must be >= 1"),
+    (["--hidden", "10,0"], "argument --hidden: must be integers >= 1"),
     (["--activation", "swish"], "argument --activation: invalid choice"),
     (["--data-noise", "-1"], "argument --data-noise: must be >= 0"),
 ])
@@ -280,11 +279,11 @@ def test_bad_flags_are_one_line_exit_2_and_write_nothing(tmp_path, capsys, args,
 
 def test_bad_flag_exit_status_of_the_real_command(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "experiments.regression", "--beta", "0", "--out", "out"],
+        [sys.executable, "-m", "bnn_zoo.experiments.regression", "--beta", "0", "--out", "out"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
         env=command_env(),
     )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("python -m experiments.regression: error: argument --beta: "
+    assert proc.stderr.strip() == ("python -m bnn_zoo.experiments.regression: error: argument --beta: "
                                    "must be positive and finite, got 0")
     assert not (tmp_path / "out").exists()

@@ -19,7 +19,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from data import mnist  # noqa: E402
+from bnn_zoo.data import mnist  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "mnist_tiny"
 SIZES = {"train": 600, "test": 200}

@@ -1,0 +1,487 @@
+"""The one path every experiment takes: flags -> typed config -> fit -> sample -> predict -> write.
+
+An experiment (:class:`Experiment`) brings only what is its own: its flags,
+its data, its model, its metrics and figures, and optionally a summary of
+several runs. The runner does the rest the same way for all of them:
+
+1. parse the shared flags (:func:`add_fit_arguments`) and the experiment's
+   into one :class:`RunConfig` per run, which names its run folder; bad
+   input is one line on stderr and exit code 2, before anything is fitted
+   or written;
+2. build the model, :func:`bnn_zoo.fit` it (``--restarts`` times from other
+   initial means; with checkpoints and ``--resume`` where the experiment
+   asks for them), and :func:`bnn_zoo.sample` the posterior (a mixture of
+   the restarts);
+3. let the experiment predict and score (:class:`Evaluation`), then write
+   ``idata.nc`` (the ArviZ DataTree), ``metrics.json`` and the experiment's
+   files into the run folder, staged and renamed into place whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import importlib.metadata
+import multiprocessing as mp
+import os
+import re
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pymc as pm
+
+import bnn_zoo
+from bnn_zoo.data.mnist import MNISTError
+from bnn_zoo.experiments.cli import (HelpFormatter, Parser, UsageError, check_writable, fraction,
+                                     nonneg_int, positive_float, positive_int)
+from bnn_zoo.inference import CheckpointError, NonFiniteLossError, optim
+from bnn_zoo.inference.engine import steps_per_epoch
+from bnn_zoo.inference.families import METHODS
+from bnn_zoo.inference.io import atomic_dir, write_json
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The settings of one run. An experiment's subclass adds its own and names the run folder.
+
+    ``steps`` is the number of optimisation steps, unless ``epochs`` is set
+    (minibatch experiments): then each epoch is ``N // batch_size`` steps, as
+    the engine runs them, and ``lr_decay_epochs`` decay the learning rate by
+    ``lr_decay_factor`` after those epochs.
+    """
+
+    dataset: str = ""  # the run folder's parent: one per data set (or architecture)
+    seed: int = 0
+    method: str = "advi"
+    steps: int = 10_000
+    epochs: int | None = None
+    optimizer: str = "adam"
+    lr: float = 0.05
+    lr_schedule: str = "constant"
+    lr_final: float = 0.01
+    lr_decay_epochs: tuple[int, ...] = ()
+    lr_decay_factor: float = 0.1
+    batch_size: int | None = None
+    beta: float = 1.0
+    kl_weighting: str = "constant"
+    init_std: float = 0.01
+    mc_samples: int = 1
+    path_derivative: bool = False
+    restarts: int = 1
+    draws: int = 500
+    float32: bool = False
+    resume: bool = False
+    checkpoint_every: int = 500
+    out: Path = Path("results")
+    figures: Path = Path("figures")
+    progress: bool = True
+
+    @property
+    def name(self) -> str:
+        """The run folder's name."""
+        raise NotImplementedError
+
+    @property
+    def run_dir(self) -> Path:
+        return self.out / self.dataset / self.name
+
+    def record(self) -> dict:
+        """The settings as written to metrics.json."""
+        skip = {"out", "figures", "progress", "resume", "checkpoint_every"}
+        return {k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(self).items() if k not in skip}
+
+
+@dataclass
+class Evaluation:
+    """What an experiment makes of a fit: metrics, files for the run folder, and what a summary needs.
+
+    ``files`` maps a file name in the run folder to a function writing it
+    (given its path); ``summary`` is kept in the run's :class:`Record`.
+    Figures go to ``cfg.figures`` directly, before the run folder appears.
+    """
+
+    metrics: dict
+    files: dict[str, Callable[[Path], None]] = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)
+
+
+@dataclass
+class Record:
+    cfg: RunConfig
+    metrics: dict
+    dir: Path
+    summary: dict
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment: its command, flags, data, model and metrics.
+
+    ``configs(args)`` turns the parsed flags into the runs (one, or a sweep);
+    ``data(cfg)``, ``model(cfg, data)`` and ``evaluate(cfg, data, fits, idata)``
+    make one run; ``report(record)`` is its line on stdout and
+    ``summarize(args, records)`` an optional closing summary (tables,
+    figures across runs). ``defaults`` overrides :class:`RunConfig`'s
+    defaults for the shared flags.
+    """
+
+    name: str
+    description: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    configs: Callable[[argparse.Namespace], list]
+    data: Callable[[Any], Any]
+    model: Callable[[Any, Any], pm.Model]
+    evaluate: Callable[..., Evaluation]
+    report: Callable[[Record], str]
+    summarize: Callable[[argparse.Namespace, list], str] | None = None
+    defaults: dict = field(default_factory=dict)
+    loo: bool = False  # sample the pointwise log likelihood (PSIS-LOO)
+    keep_posterior: bool = True  # write the posterior draws into idata.nc
+    minibatches: bool = False  # --epochs, --batch-size, --kl-weighting, checkpoints, --resume
+    jobs: bool = False  # --jobs: runs in parallel processes
+    xla_flags: tuple[str, ...] = ()  # XLA flags set while it runs (kept if the user set them)
+
+
+# --- flags ----------------------------------------------------------------------
+
+
+def add_fit_arguments(p: argparse.ArgumentParser, exp: Experiment) -> None:
+    """The flags every experiment shares, with ``exp``'s defaults."""
+    d = {f.name: f.default for f in dataclasses.fields(RunConfig)} | exp.defaults
+    g = p.add_argument_group("fit")
+    g.add_argument("--method", choices=METHODS, default=d["method"],
+                   help="mean-field or full-rank Gaussian approximation")
+    if exp.minibatches:
+        g.add_argument("--epochs", type=positive_int, default=d["epochs"],
+                       help="passes over the training set (each N // batch-size steps)")
+        g.add_argument("--batch-size", type=positive_int, default=d["batch_size"], help="minibatch size")
+        g.add_argument("--kl-weighting", choices=("constant", "blundell"), default=d["kl_weighting"],
+                       help="KL spread equally over an epoch's minibatches, or Blundell's "
+                       "2^(M-i)/(2^M-1)")
+        g.add_argument("--lr-decay-epochs", type=_epochs, default=d["lr_decay_epochs"],
+                       metavar="E[,E...]", help="multiply the learning rate by --lr-decay-factor "
+                       "after each of these epochs (default: none)")
+        g.add_argument("--lr-decay-factor", type=positive_float, default=d["lr_decay_factor"],
+                       help="factor of each learning-rate decay")
+    else:
+        g.add_argument("--steps", type=positive_int, default=d["steps"], help="ADVI steps")
+    g.add_argument("--optimizer", choices=sorted(optim.OPTIMIZERS), default=d["optimizer"],
+                   help="optax optimizer")
+    g.add_argument("--lr", type=positive_float, default=d["lr"], help="initial learning rate")
+    g.add_argument("--lr-schedule", choices=optim.SCHEDULES, default=d["lr_schedule"],
+                   help="learning rate over the fit: constant, or decayed to --lr-final x --lr")
+    g.add_argument("--lr-final", type=fraction, default=d["lr_final"],
+                   help="final learning rate of a decaying --lr-schedule, as a share of --lr")
+    g.add_argument("--beta", type=positive_float, default=d["beta"], help="KL weight")
+    g.add_argument("--init-std", type=positive_float, default=d["init_std"],
+                   help="initial posterior std of every parameter")
+    g.add_argument("--mc-samples", type=positive_int, default=d["mc_samples"],
+                   help="Monte Carlo draws of q per step")
+    g.add_argument("--path-derivative", action="store_true",
+                   help="the 'sticking the landing' gradient of the entropy term")
+    g.add_argument("--restarts", type=positive_int, default=d["restarts"],
+                   help="fits from other initial means (seeds seed, seed + 1, ...), pooled as an "
+                   "equal-weight mixture")
+    g.add_argument("--draws", type=positive_int, default=d["draws"],
+                   help="posterior draws for predictions" + (" and LOO" if exp.loo else ""))
+    g.add_argument("--seed", type=nonneg_int, default=d["seed"], help="data, init and Monte Carlo seed")
+    g = p.add_argument_group("output")
+    if exp.minibatches:
+        g.add_argument("--checkpoint-every", type=positive_int, default=d["checkpoint_every"],
+                       help="steps between checkpoints")
+        g.add_argument("--resume", action="store_true",
+                       help="continue from this run's checkpoint (or re-evaluate a finished run)")
+    if exp.jobs:
+        g.add_argument("--jobs", type=positive_int, default=min(2, os.cpu_count() or 1),
+                       help="runs in parallel processes")
+    g.add_argument("--out", type=Path, default=Path("results"), help="results folder")
+    g.add_argument("--figures", type=Path, default=Path("figures"), help="figures folder")
+    g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def _epochs(text):
+    try:
+        epochs = tuple(sorted({int(e) for e in text.split(",")}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated epochs, got {text!r}") from None
+    if not epochs or epochs[0] < 1:
+        raise argparse.ArgumentTypeError(f"epochs must be >= 1, got {text!r}")
+    return epochs
+
+
+def fit_settings(args: argparse.Namespace) -> dict:
+    """The shared flags as :class:`RunConfig` fields."""
+    keys = {f.name for f in dataclasses.fields(RunConfig)}
+    out = {k: v for k, v in vars(args).items() if k in keys}
+    out["progress"] = not args.no_progress
+    return out
+
+
+def build_parser(exp: Experiment, prog: str) -> argparse.ArgumentParser:
+    p = Parser(prog=prog, description=exp.description, formatter_class=HelpFormatter)
+    exp.arguments(p)
+    add_fit_arguments(p, exp)
+    return p
+
+
+# --- one run --------------------------------------------------------------------
+
+
+def _checkpoints(cfg: RunConfig) -> list[tuple[Path, Path | None]]:
+    """Per restart: where the running fit checkpoints, and what ``--resume`` continues from.
+
+    A running fit checkpoints next to its run folder; a finished run keeps its
+    final state as ``variational.nc`` inside it, so ``--resume`` on a finished
+    run re-evaluates it.
+    """
+    out = []
+    for k in range(cfg.restarts):
+        tag = f"-r{k}" if cfg.restarts > 1 else ""
+        running = cfg.run_dir.parent / f"{cfg.run_dir.name}{tag}.checkpoint.nc"
+        finished = cfg.run_dir / f"variational{tag}.nc"
+        resume = next((p for p in (running, finished) if p.is_file()), None) if cfg.resume else None
+        if cfg.resume and resume is None:
+            raise UsageError(f"--resume: no checkpoint to resume from ({running} and {finished} "
+                             "are absent)")
+        out.append((running, resume))
+    return out
+
+
+def minibatch_rows(model: pm.Model) -> int:
+    """Rows of the model's data containers (the engine cuts them all into minibatches)."""
+    return int(model.data_vars[0].get_value().shape[0])
+
+
+def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
+    """Fit, sample, evaluate and write one run."""
+    data = exp.data(cfg) if data is None else data
+    with bnn_zoo.precision(cfg.float32):
+        model = exp.model(cfg, data)
+    per_epoch = steps_per_epoch(minibatch_rows(model), cfg.batch_size)
+    steps = cfg.epochs * per_epoch if cfg.epochs else cfg.steps
+    decays = {e * per_epoch: cfg.lr_decay_factor for e in cfg.lr_decay_epochs}
+    if cfg.batch_size is not None and cfg.batch_size > minibatch_rows(model):
+        raise UsageError(f"--batch-size {cfg.batch_size} is larger than the training set "
+                         f"({minibatch_rows(model)} rows)")
+    checkpoints = _checkpoints(cfg) if exp.minibatches else [(None, None)] * cfg.restarts
+    optimizer = optim.make(cfg.optimizer, cfg.lr, steps, schedule_kind=cfg.lr_schedule,
+                           final=cfg.lr_final, decays=decays)
+    fits = [bnn_zoo.fit(model, method=cfg.method, steps=steps, optimizer=optimizer,
+                        batch_size=cfg.batch_size, init_std=cfg.init_std, beta=cfg.beta,
+                        kl_weighting=cfg.kl_weighting, mc_samples=cfg.mc_samples,
+                        path_derivative=cfg.path_derivative, seed=cfg.seed + k,
+                        progressbar=cfg.progress, checkpoint=running, resume=resume,
+                        checkpoint_every=cfg.checkpoint_every)
+            for k, (running, resume) in enumerate(checkpoints)]
+    t0 = time.perf_counter()
+    idata = bnn_zoo.sample(fits, cfg.draws, seed=cfg.seed, log_likelihood=exp.loo)
+    evaluation = exp.evaluate(cfg, data, fits, idata)
+    predict_seconds = time.perf_counter() - t0
+    if not exp.keep_posterior:
+        del idata["posterior"]
+    ran = [len(f.elbo) - f.config["resumed_at"] for f in fits]
+    metrics = {
+        "experiment": exp.name, **cfg.record(), "steps": steps, "steps_per_epoch": per_epoch,
+        "optimizer_description": fits[0].config["optimizer"],
+        "optimizer_history": fits[0].config["history"],
+        "n_params": fits[0].layout.dim,
+        **evaluation.metrics,
+        "elbo_final": float(np.mean([f.elbo_final for f in fits])),
+        "elbo_restarts": [f.elbo_final for f in fits] if cfg.restarts > 1 else None,
+        "fit_seconds": float(sum(f.seconds for f in fits)),
+        "ms_per_step": float(np.mean([f.ms_per_step for f in fits])) if min(ran) > 1 else None,
+        "compile_seconds": fits[0].compile_seconds if ran[0] else None,
+        "predict_seconds": predict_seconds,
+        "resumed_at_step": fits[0].config["resumed_at"],
+    }
+    with atomic_dir(cfg.run_dir) as staging:
+        idata.to_netcdf(staging / "idata.nc")
+        write_json(staging / "metrics.json", metrics)
+        for name, write in evaluation.files.items():
+            write(staging / name)
+        for k, (running, resume) in enumerate(checkpoints):
+            if running is not None:  # the final state: this run's last checkpoint, or the one re-evaluated
+                tag = f"-r{k}" if cfg.restarts > 1 else ""
+                shutil.copyfile(running if ran[k] else resume, staging / f"variational{tag}.nc")
+    for running, _ in checkpoints:
+        if running is not None:
+            running.unlink(missing_ok=True)
+    return Record(cfg, metrics, cfg.run_dir, evaluation.summary)
+
+
+# --- many runs, and the command line ---------------------------------------------
+
+
+def _run_group(exp: Experiment, cfgs: list) -> list[Record]:
+    # Runs of one model structure in one process: the later ones reuse the first's
+    # compiled functions.
+    return [run(exp, cfg) for cfg in cfgs]
+
+
+def run_many(exp: Experiment, groups: list[list], jobs: int, report: Callable[[Record], None]) -> list:
+    """Every run, ``jobs`` processes at a time, each group of runs in one process, in order.
+
+    Runs stay in this process when there is one group, or when JAX has
+    already started here (a caller's earlier work): forking a process whose
+    JAX runtime threads are running can deadlock the child.
+    """
+    from jax._src import xla_bridge
+
+    if len(groups) == 1 or xla_bridge.backends_are_initialized():
+        jobs = 1
+    records = []
+    with _pool(min(jobs, len(groups))) as pool:
+        for done in pool.imap(_run_group_star, [(exp, g) for g in groups]):
+            for r in done:
+                records.append(r)
+                report(r)
+    return records
+
+
+def _run_group_star(item):
+    exp, cfgs = item
+    return _run_group(exp, cfgs)
+
+
+class _Serial:
+    """What :func:`run_many` uses of a process pool, in this process."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def imap(self, fn, items):
+        return map(fn, items)
+
+
+def _pool(jobs: int):
+    """``jobs`` worker processes, each on a core of its own where there are enough."""
+    if jobs == 1:
+        return _Serial()
+    # Fork: the workers start with everything imported. Nothing in this process
+    # has started JAX's backend yet, so there is no JAX state to copy.
+    ctx = mp.get_context("fork")
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    queue = ctx.SimpleQueue()
+    for i in range(jobs):
+        queue.put(cores[i] if jobs <= len(cores) else None)
+    return ctx.Pool(jobs, initializer=_worker_init, initargs=(queue,))
+
+
+def _worker_init(cores) -> None:
+    # Small models' XLA programs gain nothing from threads, and with one process per
+    # core the threads of each compete for the other's core: single-threaded XLA and
+    # one core per worker made 2 x 8 toy fits 20-30% faster on 2 cores.
+    core = cores.get()
+    if core is not None:
+        os.sched_setaffinity(0, {core})
+    add_xla_flag("--xla_cpu_multi_thread_eigen=false")
+
+
+def add_xla_flag(flag: str) -> None:
+    """Append ``flag`` to ``XLA_FLAGS`` unless the user's flags already set it (before JAX starts)."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    name = flag.split("=", 1)[0]
+    if all(token.split("=", 1)[0] != name for token in flags.split()):
+        os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
+
+
+def jaxlib_at_least(*version: int) -> bool:
+    release = importlib.metadata.version("jaxlib").split(".")
+    return tuple(int(re.match(r"\d*", part).group() or 0) for part in release[:len(version)]) >= version
+
+
+def use_compilation_cache() -> None:
+    """Keep JAX's compiled programs on disk, so that a run reuses what an earlier one compiled.
+
+    The cache is ``$XDG_CACHE_HOME/bnn-zoo/jax`` (``~/.cache/bnn-zoo/jax``)
+    unless ``JAX_COMPILATION_CACHE_DIR`` names another folder. Programs are
+    keyed by their XLA graph, not by the data (the engine passes data as
+    arguments), and every program is kept however fast it compiled.
+    """
+    import jax
+
+    from bnn_zoo.data import user_cache
+
+    if jax.config.jax_compilation_cache_dir is None:
+        jax.config.update("jax_compilation_cache_dir", str(user_cache() / "jax"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+@contextlib.contextmanager
+def _xla_flags(flags):
+    """Set ``flags`` while the experiment runs (XLA reads them when JAX starts, inside it), then
+    put ``XLA_FLAGS`` back, so that a caller's later processes keep theirs."""
+    saved = os.environ.get("XLA_FLAGS")
+    for flag in flags:
+        add_xla_flag(flag)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("XLA_FLAGS", None)
+        else:
+            os.environ["XLA_FLAGS"] = saved
+
+
+def main(exp: Experiment, argv=None, prog: str | None = None) -> int:
+    """The command line of ``exp``: exit 0 on success, 2 on bad input, 1 on a diverged fit."""
+    prog = prog or f"python -m bnn_zoo.experiments.{exp.name.replace('-', '_')}"
+    parser = build_parser(exp, prog)
+    args = parser.parse_args(argv)
+    try:
+        cfgs = exp.configs(args)
+        dirs = [c.run_dir for c in cfgs]
+        if len(set(dirs)) < len(dirs):
+            raise UsageError("two runs would write the same run folder: "
+                             f"{next(d for d in dirs if dirs.count(d) > 1)}")
+        check_writable(args.out, "--out")
+        check_writable(args.figures, "--figures")
+        for cfg in cfgs:
+            late = [e for e in cfg.lr_decay_epochs if cfg.epochs and e >= cfg.epochs]
+            if late:
+                raise UsageError(f"--lr-decay-epochs {','.join(map(str, late))} is not before "
+                                 f"--epochs {cfg.epochs}: no epoch would run at the decayed rate")
+            if exp.minibatches:
+                _checkpoints(cfg)
+        use_compilation_cache()
+        with _xla_flags(exp.xla_flags):
+            t0 = time.perf_counter()
+            groups = _groups(cfgs)
+            records = run_many(exp, groups, getattr(args, "jobs", 1),
+                               lambda r: print(exp.report(r), flush=True))
+            if exp.summarize is not None:
+                print(exp.summarize(args, records))
+            if len(records) > 1:
+                jobs = getattr(args, "jobs", 1)
+                print(f"{len(records)} runs in {time.perf_counter() - t0:.1f} s wall ({jobs} jobs)")
+    except (UsageError, MNISTError, CheckpointError) as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    except NonFiniteLossError as err:
+        print(f"{prog}: error: {err} (try a smaller --lr or --init-std)", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        hint = " (add --resume to continue from the last checkpoint)" if exp.minibatches else ""
+        print(f"{prog}: interrupted{hint}", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _groups(cfgs: list) -> list[list]:
+    """Runs with the same ``group_key`` (if their config has one) go to one process, in order:
+    runs of one model structure share compiled programs."""
+    groups: dict = {}
+    for i, cfg in enumerate(cfgs):
+        groups.setdefault(getattr(cfg, "group_key", i), []).append(cfg)
+    return list(groups.values())

@@ -1,0 +1,300 @@
+"""A PyMC model as JAX functions: its log densities, its variables, and its forward samples.
+
+:func:`compile_model` turns the model into one function of the unconstrained
+values (what the fit optimises and what the posterior draws are evaluated
+with); :func:`compile_predictive` into one of the constrained free variables
+(what predictions on new data are made from, whatever made the posterior
+draws). In both, every ``pm.Data`` container becomes an argument of any
+length, so the same compiled function serves minibatches, the training set
+and new inputs, and models of the same structure on other data share it.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from pymc.sampling.jax import _replace_shared_variables
+from pymc.variational.minibatch_rv import MinibatchRandomVariable
+from pytensor.compile.mode import JAX
+from pytensor.graph import FunctionGraph
+from pytensor.graph.basic import equal_computations
+from pytensor.graph.replace import graph_replace
+from pytensor.link.jax.dispatch import jax_funcify
+from pytensor.tensor.math import variadic_add
+from pytensor.tensor.random.op import RandomVariable
+from pytensor.tensor.random.type import RandomGeneratorType
+
+from bnn_zoo.inference import jax_fixes  # noqa: F401  (float32 stays float32)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each value variable sits in q's flat vector: ``(name, slice, shape, dtype)`` each.
+
+    Value variables in ``model.value_vars`` order, as in PyMC's approximations.
+    """
+
+    slots: tuple
+
+    @classmethod
+    def of(cls, model: pm.Model, point: dict) -> "Layout":
+        """From the model's value variables and a point of them (e.g. ``model.initial_point()``)."""
+        slots, start = [], 0
+        for v in model.value_vars:
+            shape = tuple(np.shape(point[v.name]))
+            size = int(np.prod(shape, dtype=np.int64))
+            slots.append((v.name, slice(start, start + size), shape, v.dtype))
+            start += size
+        return cls(tuple(slots))
+
+    @property
+    def dim(self) -> int:
+        return self.slots[-1][1].stop if self.slots else 0
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _, _, _ in self.slots)
+
+    def flatten(self, point: dict) -> np.ndarray:
+        """A point (value variable name -> array) as one flat float64 vector."""
+        return np.concatenate([np.asarray(point[name], dtype="float64").ravel()
+                               for name, _, _, _ in self.slots])
+
+    def split(self, z: np.ndarray) -> dict[str, np.ndarray]:
+        """The last axis of ``z`` (..., dim) as one array per value variable (NumPy)."""
+        return {name: z[..., slc].reshape(z.shape[:-1] + shape) for name, slc, shape, _ in self.slots}
+
+    def unflatten(self, z) -> list:
+        """The flat vector ``z`` as one array per value variable (JAX; see :func:`_split`)."""
+        cuts = tuple(slc.stop for _, slc, _, _ in self.slots[:-1])
+        return [part.reshape(shape).astype(dtype)
+                for part, (_, _, shape, dtype) in zip(_split(cuts, z), self.slots)]
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _split(cuts: tuple, z) -> list:
+    """``jnp.split(z, cuts)``, whose gradient concatenates the pieces' gradients as plain copies.
+
+    ``jnp.split`` rather than slices: its gradient is one concatenation, where
+    the slices' would be a padded full-length vector per variable. Left to
+    itself, XLA fuses that concatenation with everything that makes the
+    gradients (the draw, the prior's gradient, the likelihood's) into one
+    loop that finds each element's variable and position per element; behind
+    optimisation barriers each variable's gradient is made by its own
+    vectorised loop, and the concatenation is a copy.
+    """
+    return jnp.split(z, cuts)
+
+
+def _split_fwd(cuts, z):
+    return jnp.split(z, cuts), None
+
+
+def _split_bwd(cuts, _, grads):
+    pieces = jax.lax.optimization_barrier(list(grads))
+    return (jax.lax.optimization_barrier(jnp.concatenate(pieces)),)
+
+
+_split.defvjp(_split_fwd, _split_bwd)
+
+
+@dataclass(eq=False)
+class ModelFunction:
+    """A model's log densities and variables as one JAX function of its unconstrained values.
+
+    ``fn(values, *data) -> [log_prior, log_lik, *pointwise, *variables]``:
+    ``values`` is a list of arrays, one per value variable in ``layout``
+    order (``log_prior`` includes the Jacobians); ``data`` one array per
+    container of ``model.data_vars``, of any length; ``log_lik`` is the sum
+    of the observed variables' and potentials' terms, scaled to the full data
+    by the observed variables' ``total_size``; ``pointwise`` the elementwise
+    log density of each observed variable (``observed``), unscaled;
+    ``variables`` the free variables (constrained) and deterministics
+    (``names``). The fit and the posterior all trace this one function; JAX
+    drops the outputs a caller does not use.
+
+    Models of the same structure share one instance (:func:`compile_model`),
+    and with it ``jitted``, the jitted functions built on it (the fit's
+    runners, the posterior's evaluators), so JAX traces them once.
+    """
+
+    fn: Callable
+    layout: Layout
+    names: tuple[str, ...]
+    observed: tuple[str, ...]
+    jitted: dict = field(default_factory=dict, repr=False)
+
+    def log_density(self, values, *data):
+        """``(log_prior, log_lik)``."""
+        out = self.fn(values, *data)
+        return out[0], out[1]
+
+    def select(self, outputs: tuple[str, ...]) -> Callable:
+        """``f(values, *data) -> list``: the named ``outputs``.
+
+        Names are model variables, ``"logp"`` (the joint log density) or
+        ``"loglik:<observed>"`` (an observed variable's pointwise log density).
+        """
+        index = {f"loglik:{name}": 2 + i for i, name in enumerate(self.observed)}
+        index.update({name: 2 + len(self.observed) + i for i, name in enumerate(self.names)})
+        unknown = [name for name in outputs if name != "logp" and name not in index]
+        if unknown:
+            raise ValueError(f"model has no variable {', '.join(map(repr, unknown))}")
+
+        def f(values, *data):
+            out = self.fn(values, *data)
+            return [out[0] + out[1] if name == "logp" else out[index[name]] for name in outputs]
+
+        return f
+
+
+def jaxify(inputs: list, outputs: list) -> Callable:
+    """A JAX function of ``inputs`` computing ``outputs`` (a pytensor graph), rewritten for JAX.
+
+    Like ``pymc.sampling.jax.get_jaxified_graph``, plus PyMC's
+    ``local_remove_check_parameter`` rewrite (what ``pm.Model(check_bounds=False)``
+    does): the parameter checks of every log density go. They cannot fail
+    here, since q lives in the unconstrained space where every value is in
+    its variable's support.
+    """
+    fgraph = FunctionGraph(inputs=inputs, outputs=outputs, clone=True)
+    JAX.including("local_remove_check_parameter").optimizer.rewrite(fgraph)
+    return jax_funcify(fgraph)
+
+
+def _with_data_inputs(model: pm.Model, outputs: list) -> tuple[list, list]:
+    """``(placeholders, outputs)``: the data containers in ``outputs`` replaced by placeholders of
+    any length, then every other shared variable (the lengths of the model's dims) by a constant."""
+    containers = list(model.data_vars)
+    batch = [pt.tensor(name=f"{c.name}_batch", dtype=c.dtype, shape=(None, *c.type.shape[1:]))
+             for c in containers]
+    outputs = graph_replace(outputs, dict(zip(containers, batch)), strict=False)
+    return batch, _replace_shared_variables(outputs)
+
+
+MEMO_SIZE = 8  # compiled models kept for reuse
+_compiled: OrderedDict = OrderedDict()  # id -> (inputs, outputs, compiled), newest last
+
+
+def _memoized(inputs: list, outputs: list, same: Callable, build: Callable):
+    """The compiled function of a graph computing what a recent one computed, else ``build()``.
+
+    Two graphs compute the same thing when pytensor's ``equal_computations``
+    says so (the same operations and constants; only the data may differ)
+    and ``same(known)`` holds. The :data:`MEMO_SIZE` most recent are kept.
+    """
+    for key, (ins, outs, known) in reversed(_compiled.items()):
+        if (same(known) and len(ins) == len(inputs) and len(outs) == len(outputs)
+                and equal_computations(outputs, outs, inputs, ins)):
+            _compiled.move_to_end(key)
+            return known
+    built = build()
+    _compiled[id(built)] = (inputs, outputs, built)
+    while len(_compiled) > MEMO_SIZE:
+        _compiled.popitem(last=False)
+    return built
+
+
+def compile_model(model: pm.Model, layout: Layout) -> ModelFunction:
+    """``model`` as a :class:`ModelFunction` of its unconstrained values and its data.
+
+    The log densities come from one ``model.logp`` call: the free variables'
+    terms make the log prior, the rest the log likelihood. A model whose
+    graph computes the same thing as one compiled recently (the same builder
+    with the same settings, on other data of any size) gets that one's
+    instance, without a second rewrite or trace.
+    """
+    terms = model.logp(jacobian=True, sum=False)
+    n_free, n_obs = len(model.free_RVs), len(model.observed_RVs)
+    log_prior = variadic_add(*(t.sum() for t in terms[:n_free]))
+    log_lik = variadic_add(*(t.sum() for t in terms[n_free:]))
+    pointwise = terms[n_free:n_free + n_obs]
+    named = [*model.free_RVs, *model.deterministics]
+    outputs = model.replace_rvs_by_values([log_prior, log_lik, *pointwise, *named])
+    batch, outputs = _with_data_inputs(model, outputs)
+    inputs = [*model.value_vars, *batch]
+    names = tuple(v.name for v in named)
+    observed = tuple(v.name for v in model.observed_RVs)
+
+    def build():
+        fn = jaxify(inputs, outputs)
+        n = len(model.value_vars)
+        return ModelFunction(fn=lambda values, *data: fn(*values[:n], *data), layout=layout,
+                             names=names, observed=observed)
+
+    return _memoized(inputs, outputs,
+                     lambda known: (isinstance(known, ModelFunction) and known.layout == layout
+                                    and known.names == names and known.observed == observed),
+                     build)
+
+
+@dataclass(eq=False)
+class Predictive:
+    """``fn(free, data, keys) -> list``: model variables from the constrained free variables.
+
+    ``free``: one array per free variable (``model.free_RVs`` order); ``data``
+    one per container of ``model.data_vars``; ``keys`` one raw JAX key per
+    observed variable asked for, which is drawn afresh from its distribution
+    (a posterior predictive draw). ``names`` are the outputs.
+    """
+
+    fn: Callable
+    names: tuple[str, ...]
+    n_random: int
+    jitted: dict = field(default_factory=dict, repr=False)
+
+
+def compile_predictive(model: pm.Model, var_names: tuple[str, ...]) -> Predictive:
+    """:class:`Predictive` of ``var_names`` (deterministics, free or observed variables).
+
+    An observed variable is redrawn from its distribution given the free
+    variables and the data, with its size left to its parameters where they
+    vary along all its axes, so that new inputs of any length give as many
+    draws (a size set by the model's dims would keep the training length).
+    """
+    observed = {v.name: v for v in model.observed_RVs}
+    known = {v.name for v in (*model.free_RVs, *model.deterministics)} | set(observed)
+    unknown = [name for name in var_names if name not in known]
+    if unknown:
+        raise ValueError(f"model has no variable {', '.join(map(repr, unknown))}")
+    rngs, outputs = [], []
+    for name in var_names:
+        if name not in observed:
+            outputs.append(model[name])
+            continue
+        node = observed[name].owner
+        while isinstance(node.op, MinibatchRandomVariable):  # total_size's wrapper
+            node = node.inputs[0].owner
+        if not isinstance(node.op, RandomVariable):
+            raise NotImplementedError(
+                f"cannot redraw observed variable {name!r} ({type(node.op).__name__}); "
+                "ask for the deterministics it depends on instead")
+        rng = RandomGeneratorType()(f"{name}_rng")
+        rv = node.op(*node.op.dist_params(node), rng=rng)
+        if rv.ndim < node.outputs[1].ndim:  # the parameters do not span the size
+            rv = node.op(*node.op.dist_params(node), size=node.op.size_param(node), rng=rng)
+        rngs.append(rng)
+        outputs.append(rv)
+    placeholders = [pt.tensor(name=f"{rv.name}_value", dtype=rv.dtype, shape=rv.type.shape)
+                    for rv in model.free_RVs]
+    outputs = graph_replace(outputs, dict(zip(model.free_RVs, placeholders)), strict=False)
+    batch, outputs = _with_data_inputs(model, outputs)
+    inputs = [*placeholders, *batch, *rngs]
+
+    def build():
+        fn = jaxify(inputs, outputs)
+        return Predictive(fn=lambda free, data, keys: fn(*free, *data,
+                                                        *({"jax_state": k} for k in keys)),
+                          names=tuple(var_names), n_random=len(rngs))
+
+    return _memoized(inputs, outputs,
+                     lambda known: isinstance(known, Predictive) and known.names == tuple(var_names),
+                     build)

@@ -1,0 +1,110 @@
+"""The reference: PyMC's own ADVI step, for the tests and benchmarks that check the engine.
+
+:func:`fit` runs PyMC's compiled ``KLqp`` step (what ``pm.fit`` iterates)
+from the same initial parameters as :func:`bnn_zoo.fit`, once per Python
+call, on a pytensor backend, and returns the same :class:`FitResult`. It
+maximises the same objective: on the toy BNN both reach the same ELBO, and
+the closed-form tests pass on both. Minibatches are drawn with replacement by
+``pm.Minibatch``; there are no checkpoints.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import pymc as pm
+import pymc.variational as pmvi
+import pytensor
+from pymc.pytensorf import resolve_backend_compile_kwargs
+from pymc.variational import updates
+
+from bnn_zoo.inference import families
+from bnn_zoo.inference.advi import FitResult, NonFiniteLossError, initial_mean, model_dtype
+from bnn_zoo.inference.jaxmodel import Layout, compile_model
+
+BACKENDS = ("numba", "c", "jax")
+OPTIMIZERS = {
+    "adam": updates.adam,
+    "adamax": updates.adamax,
+    "adagrad_window": updates.adagrad_window,
+    "rmsprop": updates.rmsprop,
+    "sgd": updates.sgd,
+    "momentum": updates.momentum,
+}
+
+
+def build_step(model: pm.Model, *, method: str = "advi", optimizer: str = "adam",
+               learning_rate: float = 1e-2, batch_size: int | None = None,
+               minibatch: Sequence[str] = ("X", "y"), init_std: float = 0.01, beta: float = 1.0,
+               mc_samples: int = 1, backend: str = "numba", seed: int = 0):
+    """PyMC's ``KLqp`` on ``MeanField``/``FullRank``, started where :func:`bnn_zoo.fit` starts.
+
+    Returns ``(inference, step_fn, layout)``: the ``pmvi.KLqp`` object, a
+    compiled function that takes one step and returns the loss (the negative
+    ELBO, divided by ``N / batch_size`` with minibatches), and the layout of q.
+    """
+    family = families.get(method)
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r}; valid: {', '.join(OPTIMIZERS)}")
+    dtype = model_dtype(model)
+    with pytensor.config.change_flags(floatX=dtype):
+        inference = pmvi.KLqp(family.pymc(model=model, random_seed=seed), beta=beta)
+        group = inference.approx.groups[0]
+        point = model.initial_point()
+        layout = Layout.of(model, point)
+        if [group.ordering[name][1] for name in layout.names] != [s for _, s, _, _ in layout.slots]:
+            raise ValueError("PyMC orders this model's variables differently from the engine")
+        params = family.init(initial_mean(layout, point, seed).astype(dtype), init_std)
+        for name, value in params.items():
+            group.params_dict[name].set_value(np.asarray(value, dtype=dtype))
+        replacements = {}
+        if batch_size is not None:
+            containers = [model[name] for name in minibatch]
+            batches = pm.Minibatch(*containers, batch_size=batch_size)
+            replacements = dict(zip(containers, [batches] if len(containers) == 1 else batches))
+        with warnings.catch_warnings():
+            # Expected under JAX, and printed on every compile: the step keeps its own
+            # copy of the random generators, and drops pm.Minibatch's shape assertion.
+            warnings.filterwarnings("ignore", message="The RandomType SharedVariables")
+            warnings.filterwarnings("ignore", message="Skipping Assert")
+            step_fn = inference.objective.step_function(
+                score=True, obj_n_mc=mc_samples,
+                obj_optimizer=OPTIMIZERS[optimizer](learning_rate=learning_rate),
+                more_replacements=replacements,
+                compile_kwargs=resolve_backend_compile_kwargs(backend, None))
+    return inference, step_fn, layout
+
+
+def fit(model: pm.Model, *, method: str = "advi", steps: int = 10_000, optimizer: str = "adam",
+        learning_rate: float = 1e-2, batch_size: int | None = None,
+        minibatch: Sequence[str] = ("X", "y"), init_std: float = 0.01, beta: float = 1.0,
+        mc_samples: int = 1, backend: str = "numba", seed: int = 0) -> FitResult:
+    """ADVI by PyMC's own step: the same objective and start as :func:`bnn_zoo.fit`."""
+    t0 = time.perf_counter()
+    inference, step_fn, layout = build_step(
+        model, method=method, optimizer=optimizer, learning_rate=learning_rate,
+        batch_size=batch_size, minibatch=minibatch, init_std=init_std, beta=beta,
+        mc_samples=mc_samples, backend=backend, seed=seed)
+    scale = model[minibatch[0]].get_value().shape[0] / batch_size if batch_size else 1.0
+    elbo = np.empty(steps)
+    first = None
+    for i in range(steps):
+        elbo[i] = -float(step_fn()) * scale
+        if not np.isfinite(elbo[i]):
+            raise NonFiniteLossError(f"ELBO is {elbo[i]} at step {i + 1}")
+        if first is None:
+            first = time.perf_counter()
+    end = time.perf_counter()
+    group = inference.approx.groups[0]
+    params = {name: np.asarray(p.get_value()) for name, p in group.params_dict.items()}
+    config = dict(method=method, steps=steps, optimizer=f"pymc {optimizer}(lr={learning_rate:g})",
+                  batch_size=batch_size, beta=beta, mc_samples=mc_samples, seed=seed,
+                  init_std=init_std, engine=f"pymc ({backend})")
+    return FitResult(model=model, family=families.get(method), layout=layout, params=params,
+                     elbo=elbo, config=config, seconds=end - t0, compile_seconds=first - t0,
+                     density=compile_model(model, layout), _timed=(steps - 1, end - first))

@@ -1,0 +1,21 @@
+"""bnn-zoo: Bayesian neural networks as PyMC models, fitted by ADVI, examined with ArviZ.
+
+The library in five names::
+
+    import bnn_zoo
+    result = bnn_zoo.fit(model, steps=20_000)          # any PyMC model; mean-field or full-rank
+    idata = bnn_zoo.sample(result, 1000)               # ArviZ DataTree: posterior, log p / log q, q, ELBO
+    pred = bnn_zoo.predict(result, {"X": X_new})       # posterior predictive on new data
+    elpd = bnn_zoo.loo(idata)                          # PSIS-LOO for the approximate posterior
+
+Subpackages: ``bnn_zoo.models`` (priors and BNN builders), ``bnn_zoo.inference``
+(the engine), ``bnn_zoo.evaluation`` (metrics, pruning, plots), ``bnn_zoo.data``
+(toy, regression and MNIST data) and ``bnn_zoo.experiments`` (the command lines).
+"""
+
+from bnn_zoo.inference import (METHODS, CheckpointError, FitResult, NonFiniteLossError, fit, loo,
+                               precision, predict, sample)
+
+__all__ = ["METHODS", "CheckpointError", "FitResult", "NonFiniteLossError", "fit", "loo", "precision",
+           "predict", "sample"]
+__version__ = "0.2.0"
