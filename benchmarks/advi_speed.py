@@ -6,12 +6,12 @@
 One process, float32, MNIST, batch 128, mean-field Gaussian q, Adam, one
 Monte Carlo draw per step, N(0, 1) priors on every weight and bias. All five
 see the same minibatches: the rows the engine draws on the device
-(:func:`inference.engine.batch_indices`), gathered from device-resident data
+(:func:`bnn_zoo.inference.engine.batch_indices`), gathered from device-resident data
 inside each jitted step (for pm.fit, copied into its ``pm.Data`` containers
 by ``set_value``, which is how ``pm.fit`` takes minibatches from NumPy).
 
-- ``engine``: :class:`inference.engine.JaxFit`, what ``inference.fit`` runs
-  (``engine="jax"``): the PyMC model compiled to JAX, many steps per call.
+- ``engine``: what :func:`bnn_zoo.fit` runs (:func:`bnn_zoo.inference.advi.prepare`'s
+  runner): the PyMC model compiled to JAX, many steps per call.
 - ``pymc_fit``: PyMC's own ADVI step (``KLqp`` on ``MeanField``, what
   ``pm.fit(method="advi", backend="jax")`` iterates), one Python call per step.
 - ``numpyro``: NumPyro SVI, ``AutoNormal`` guide, ``Trace_ELBO``, the same
@@ -49,10 +49,12 @@ import numpy as np
 import optax
 from jax import lax
 
+from bnn_zoo import precision
 from bnn_zoo.data import mnist
-from bnn_zoo.inference import noise, precision
-from bnn_zoo.inference.advi import _family, build_step, initial_params
-from bnn_zoo.inference.engine import JaxFit, batch_indices, softplus
+from bnn_zoo.inference import noise, reference
+from bnn_zoo.inference.advi import prepare
+from bnn_zoo.inference.engine import batch_indices
+from bnn_zoo.inference.families import softplus
 from bnn_zoo.inference.io import write_json
 from bnn_zoo.models import mlp_classifier
 from bnn_zoo.models.cnn import cnn_classifier
@@ -114,9 +116,9 @@ def handwritten_bbb(model: str, X, y, n: int):
     """The engine's mean-field step written directly in JAX: what it costs without PyMC's graph.
 
     The engine's own pieces, minus the PyMC model: one flat ``mu`` and
-    ``rho``, one draw of noise from :mod:`inference.noise` behind the same
+    ``rho``, one draw of noise from :mod:`bnn_zoo.inference.noise` behind the same
     optimisation barrier, ``w = mu + softplus(rho) * eps`` with the engine's
-    :func:`inference.engine.softplus`, N(0, 1) prior on every weight and
+    :func:`bnn_zoo.inference.families.softplus`, N(0, 1) prior on every weight and
     bias, the batch's log likelihood scaled by ``n / B``, Adam, parameters
     and optimizer state donated. Its ratio to the deterministic step is what
     Bayes by Backprop itself costs on this machine.
@@ -221,13 +223,12 @@ def main(argv=None) -> int:
     with precision(True):
         # The engine fits the model on the whole training set, drawing its own batches.
         full = zoo_model(args.model, X_host, data.y_train, n)
-        group = _family("advi")(model=full, random_seed=SEED).groups[0]
-        engine = JaxFit(full, group, initial_params(group, "advi", INIT_STD, SEED),
-                        method="advi", optimizer="adam", learning_rate=LR, batch_size=B,
-                        data=("X", "y"), beta=1.0, mc_samples=1, seed=SEED, dtype="float32")
         # PyMC's step sees one batch at a time through its pm.Data containers.
         one = zoo_model(args.model, X_host[rows[0]], data.y_train[rows[0]], n)
-        _, pymc_step = build_step(one, learning_rate=LR, init_std=INIT_STD, backend="jax", seed=SEED)
+    engine = prepare(full, steps=total, optimizer=optax.adam(LR), batch_size=B, init_std=INIT_STD,
+                     seed=SEED)
+    _, pymc_step, _ = reference.build_step(one, learning_rate=LR, init_std=INIT_STD, backend="jax",
+                                           seed=SEED)
     setup["build"] = time.perf_counter() - t0
     y_dtype = one["y"].get_value().dtype  # pm.Data keeps small labels in a narrow dtype
     det_step, det_state = deterministic(args.model, X, y)
@@ -235,7 +236,8 @@ def main(argv=None) -> int:
     bbb_step, bbb_state = handwritten_bbb(args.model, X, y, n)
 
     def run_engine(t, k):
-        return engine.advance(t, k)[-1]
+        engine.state, trace = engine.runner.advance(engine.state, t, k)
+        return trace[-1]
 
     def run_pymc(t, k):
         for i in range(t, t + k):

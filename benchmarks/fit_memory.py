@@ -3,7 +3,7 @@
     python -m benchmarks.fit_memory [--hidden 1200] [--steps 300] [--data-dir DIR]
 
 Fits a mean-field MLP 784-H-H-10 (ReLU, N(0, 1) priors, float32, batch 128)
-to the 50,000 MNIST training images with :func:`inference.fit` and prints
+to the 50,000 MNIST training images with :func:`bnn_zoo.fit` and prints
 the process's peak resident memory next to the sizes of what it holds: the
 training data, and the variational parameters plus Adam's state (4 arrays of
 the parameter count, and 2 for mu and sigma). The engine updates parameters
@@ -19,8 +19,10 @@ import sys
 import time
 from pathlib import Path
 
+import optax
+
+import bnn_zoo
 from bnn_zoo.data import mnist
-from bnn_zoo.inference import fit, precision
 from bnn_zoo.models import mlp_classifier
 
 
@@ -42,12 +44,12 @@ def main(argv=None) -> int:
     X = data.flat(data.X_train)
     loaded = peak_mb()
     t0 = time.perf_counter()
-    with precision(True):
+    with bnn_zoo.precision(True):
         model = mlp_classifier(X, data.y_train, hidden=(args.hidden, args.hidden), n_classes=10,
                                activation="relu", prior="normal", hyperprior="fixed")
-        result = fit(model, steps=args.steps, batch_size=128, learning_rate=1e-3, init_std=1e-3,
-                     float32=True, progressbar=False)
-    d = result.approx.groups[0].ddim
+    result = bnn_zoo.fit(model, steps=args.steps, batch_size=128, optimizer=optax.adam(1e-3),
+                         init_std=1e-3, progressbar=False)
+    d = result.layout.dim
     print(f"MLP 784-{args.hidden}-{args.hidden}-10, {d:,} weights, {args.steps} steps of batch 128, "
           f"{time.perf_counter() - t0:.0f} s ({result.ms_per_step:.1f} ms/step)")
     print(f"training images (float32): {X.nbytes / 2**20:.0f} MB; q and Adam state: "

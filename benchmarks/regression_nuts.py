@@ -2,9 +2,9 @@
 
     python -m benchmarks.regression_nuts [--task sine] [--draws 1000] [--tune 1500] [--chains 2]
 
-Fits the task's model with ``python -m experiments.regression``'s settings
-(beta 1, its architecture) by mean-field ADVI, once and as the experiment's
-default mixture of restarts (``RESTARTS``, 5 for the sine wave), then samples
+Fits the task's model with ``bnn-zoo regression``'s settings (beta 1, its
+architecture) by mean-field ADVI, once and as the experiment's default
+mixture of restarts (5 for the sine wave), then samples
 the same PyMC model with NUTS (NumPyro's sampler: the ``bench`` extra), one chain after the
 other. For each posterior it prints the in-range RMSE of the predictive mean
 and the mean sd of the network output inside and outside the data range,
@@ -24,12 +24,10 @@ from pathlib import Path
 import numpy as np
 import pymc as pm
 
+import bnn_zoo
 from bnn_zoo.data import regression
-from bnn_zoo.experiments.regression import ARCHITECTURE, DEFAULTS, RESTARTS, build_model, run_one, spread
-
-
-def _model(x, y, task: str) -> pm.Model:
-    return build_model(x, y, noise=DEFAULTS["noise"], **ARCHITECTURE[task])
+from bnn_zoo.experiments import runner
+from bnn_zoo.experiments.regression import ARCHITECTURE, DEFAULTS, EXPERIMENT, RegressionConfig, spread
 
 
 def _summary(mu: np.ndarray, task) -> dict:
@@ -47,31 +45,34 @@ def main(argv=None) -> None:
     p.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = p.parse_args(argv)
     task = regression.load(args.task, seed=args.seed)
+    arch = ARCHITECTURE[args.task]
     rows = {}
 
     fits = {"mean-field ADVI": 1}
-    if RESTARTS[args.task] > 1:
-        fits[f"mixture of {RESTARTS[args.task]} MF fits"] = RESTARTS[args.task]
+    if arch["restarts"] > 1:
+        fits[f"mixture of {arch['restarts']} MF fits"] = arch["restarts"]
     for name, restarts in fits.items():
         with tempfile.TemporaryDirectory() as out:
             t0 = time.perf_counter()
-            vi = run_one(dict(task=args.task, beta=1.0, steps=DEFAULTS["steps"], lr=DEFAULTS["lr"],
-                              init_std=DEFAULTS["init_std"], draws=DEFAULTS["draws"],
-                              seed=args.seed, noise=DEFAULTS["noise"], data_noise=None,
-                              out=Path(out), progress=False, restarts=restarts,
-                              **ARCHITECTURE[args.task]))["metrics"]
+            cfg = RegressionConfig(task=args.task, beta=1.0, seed=args.seed, restarts=restarts,
+                                   hidden=arch["hidden"], activation=arch["activation"],
+                                   dataset="regression", out=Path(out), figures=Path(out),
+                                   progress=False, **{k: v for k, v in DEFAULTS.items()
+                                                      if k not in ("restarts", "beta")})
+            vi = runner.run(EXPERIMENT, cfg, data=task).metrics
             rows[name] = {k: vi[k] for k in ("rmse_in", "sd_in", "sd_out", "sd_ratio_out_in")}
             rows[name]["seconds"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    with _model(task.x_train, task.y_train, args.task):
+    model = EXPERIMENT.model(cfg, task)
+    with model:
         idata = pm.sample(draws=args.draws, tune=args.tune, chains=args.chains, cores=1,
                           nuts_sampler="numpyro", target_accept=0.9, random_seed=args.seed,
                           progressbar=False)
     seconds = time.perf_counter() - t0
-    grid = _model(task.x_grid, np.zeros_like(task.x_grid), args.task)
-    mu = pm.sample_posterior_predictive(idata, model=grid, var_names=["mu"], progressbar=False,
-                                        random_seed=args.seed).posterior_predictive["mu"].values
+    # The same predictions as ADVI's, from NUTS's posterior.
+    mu = bnn_zoo.predict(model, {"X": task.x_grid[:, None]}, idata=idata,
+                         var_names=["mu"])["predictions"]["mu"].values
     divergent = idata.sample_stats["diverging"].values.sum(axis=1)
     for c in range(args.chains):
         rows[f"NUTS chain {c}"] = {**_summary(mu[c], task), "seconds": seconds / args.chains,
@@ -79,7 +80,6 @@ def main(argv=None) -> None:
     rows["NUTS, all chains"] = {**_summary(mu.reshape(-1, mu.shape[-1]), task), "seconds": seconds,
                                 "divergences": int(divergent.sum())}
 
-    arch = ARCHITECTURE[args.task]
     print(f"{args.task}: {len(task.x_train)} points, hidden layers {arch['hidden']} "
           f"{arch['activation']}, beta 1; NUTS {args.chains} x {args.draws} draws "
           f"after {args.tune} tuning steps (a chain's seconds: the total / chains; ADVI's "

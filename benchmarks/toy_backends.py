@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import argparse
 
+import optax
+
+import bnn_zoo
 from bnn_zoo.data import toy
-from bnn_zoo.inference import BACKENDS, fit
+from bnn_zoo.inference import reference
 from bnn_zoo.models import mlp_classifier
 
 
@@ -24,12 +27,16 @@ def main(argv=None) -> None:
     split = toy.load(args.dataset)
     model = mlp_classifier(split.X_train, split.y_train)
     rows = {}
-    runs = [("jax", "jax")] + [("pymc", backend) for backend in BACKENDS]
-    for engine, backend in runs:
-        name = "engine (jax)" if engine == "jax" else f"pymc {backend}"
-        fit(model, steps=2, engine=engine, backend=backend, progressbar=False)  # fill disk caches
-        r = fit(model, steps=args.steps, learning_rate=0.05, engine=engine, backend=backend,
-                progressbar=False)
+    for backend in (None, *reference.BACKENDS):
+        name = "engine (jax)" if backend is None else f"pymc {backend}"
+
+        def run(steps):
+            if backend is None:
+                return bnn_zoo.fit(model, steps=steps, optimizer=optax.adam(0.05), progressbar=False)
+            return reference.fit(model, steps=steps, learning_rate=0.05, backend=backend)
+
+        run(2)  # fill the disk caches
+        r = run(args.steps)
         rows[name] = (r.compile_seconds, r.ms_per_step, r.elbo_final)
     ref = rows["pymc numba"][1]
     print(f"{args.dataset}, 2-5-5-2 tanh BNN, {len(split.y_train)} points, full batch, "

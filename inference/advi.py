@@ -233,65 +233,26 @@ def fit(
     CheckpointError
         When ``resume`` is not a checkpoint of this fit.
     """
-    family = families.get(method)
-    if not (isinstance(steps, (int, np.integer)) and steps >= 1):
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
-    if not (isinstance(mc_samples, (int, np.integer)) and mc_samples >= 1):
-        raise ValueError(f"mc_samples must be an integer >= 1, got {mc_samples!r}")
-    for name, value in (("init_std", init_std), ("beta", beta)):
-        if not (value > 0 and np.isfinite(value)):
-            raise ValueError(f"{name} must be positive and finite, got {value!r}")
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
-    if optimizer is None:
-        optimizer = optim.make("adam", 1e-2, steps)
-    if not isinstance(optimizer, optax.GradientTransformation):
-        raise ValueError(f"optimizer must be an optax GradientTransformation, got {optimizer!r}")
-    dtype = model_dtype(model)
-    sliced, n = _minibatch(model, minibatch, batch_size)
-    kl_weight, kl_key = _kl_weighting(kl_weighting, batch_size, steps_per_epoch(n, batch_size))
-
-    with pytensor.config.change_flags(floatX=dtype):
-        saved = ckpt.load(resume) if resume else None
-        done = saved.steps_done if saved is not None else 0
-        if done > steps:
-            raise ckpt.CheckpointError(f"checkpoint {resume} has {done} steps, more than the "
-                                       f"{steps} asked for")
-        t0 = time.perf_counter()
-        point = model.initial_point()
-        layout = Layout.of(model, point)
-        density = compile_model(model, layout)
-        params = {k: jnp.asarray(v, dtype)
-                  for k, v in family.init(initial_mean(layout, point, seed).astype(dtype),
-                                          init_std).items()}
-        state = core.init(params, optimizer)
-        settings = dict(method=method, batch_size=batch_size, minibatch=sorted(
-            name for name, cut in zip((v.name for v in model.data_vars), sliced) if cut),
-            beta=beta, kl_weighting=kl_key if isinstance(kl_key, str) else "custom",
-            mc_samples=mc_samples, path_derivative=path_derivative, seed=seed, dtype=dtype,
-            init_std=init_std)
-        fingerprint = ckpt.fingerprint(model, layout, state, settings)
-        history = [[0, optim.describe(optimizer)]]
+    t0 = time.perf_counter()
+    saved = ckpt.load(resume) if resume else None
+    done = saved.steps_done if saved is not None else 0
+    if done > steps:
+        raise ckpt.CheckpointError(f"checkpoint {resume} has {done} steps, more than the "
+                                   f"{steps} asked for")
+    setup = prepare(model, method=method, steps=steps, optimizer=optimizer, batch_size=batch_size,
+                    minibatch=minibatch, init_std=init_std, beta=beta, kl_weighting=kl_weighting,
+                    mc_samples=mc_samples, path_derivative=path_derivative, seed=seed)
+    state, runner, description = setup.state, setup.runner, optim.describe(setup.optimizer)
+    with pytensor.config.change_flags(floatX=setup.dtype):
+        history = [[0, description]]
         seconds_before, elbo = 0.0, np.full(steps, np.nan)
         if saved is not None:
-            state = saved.restore(state, fingerprint)
-            history = saved.history + ([[done, optim.describe(optimizer)]]
-                                       if done < steps and saved.history[-1][1] != optim.describe(optimizer)
-                                       else [])
+            state = saved.restore(state, setup.fingerprint)
+            history = saved.history + ([[done, description]]
+                                       if done < steps and saved.history[-1][1] != description else [])
             elbo[:done], seconds_before = saved.elbo, saved.seconds
-        data = tuple(jax.device_put(v.get_value()) for v in model.data_vars)
-        objective_ = objective.ELBO(density, family, beta=beta,
-                                    scale=n / batch_size if batch_size else 1.0,
-                                    path_derivative=path_derivative)
-        key = ("fit", method, _key(optimizer), sliced, batch_size, beta, mc_samples, dtype, kl_key,
-               path_derivative, tuple((d.shape, str(d.dtype)) for d in data))
-        steps_fns = density.jitted.get(key)
-        if steps_fns is None:
-            steps_fns = density.jitted[key] = compile_steps(
-                objective_, optimizer, sliced=sliced, n=n, batch_size=batch_size,
-                mc_samples=mc_samples, kl_weight=kl_weight, dtype=dtype)
-        runner = Runner(steps_fns, data, seed)
-
         first_step, first_done, i = None, done, done
         with _progress(progressbar) as progress:
             task = progress.add_task("ADVI", total=steps, completed=done, elbo="")
@@ -310,20 +271,88 @@ def fit(
                 if checkpoint is not None and (i % checkpoint_every == 0 or i == steps):
                     ckpt.save(checkpoint, state, elbo=elbo[:i],
                               seconds=seconds_before + time.perf_counter() - t0,
-                              fingerprint_=fingerprint, history=history)
+                              fingerprint_=setup.fingerprint, history=history)
                 recent = elbo[max(0, i - 100) : i]
                 progress.update(task, completed=i, elbo=f"ELBO {recent.mean():,.5g}")
         end = time.perf_counter()
 
-    config = dict(settings, steps=steps, optimizer=optim.describe(optimizer), history=history,
-                  resumed_at=done)
+    config = dict(setup.settings, steps=steps, optimizer=description, history=history, resumed_at=done)
     ran = steps - done
     return FitResult(
-        model=model, family=family, layout=layout,
+        model=model, family=setup.family, layout=setup.layout,
         params={k: np.asarray(v) for k, v in state.params.items()}, elbo=elbo, config=config,
         seconds=seconds_before + end - t0, compile_seconds=(first_step if ran else end) - t0,
-        density=density, _timed=(steps - first_done, end - first_step) if ran else (0, 0.0),
+        density=setup.density, _timed=(steps - first_done, end - first_step) if ran else (0, 0.0),
     )
+
+
+@dataclass
+class Setup:
+    """A fit before its first step: the compiled model, q's initial state and the engine's runner."""
+
+    model: pm.Model
+    family: Family
+    layout: Layout
+    density: ModelFunction
+    optimizer: optax.GradientTransformation
+    state: core.ADVIState
+    runner: Runner
+    settings: dict  # what defines the objective (recorded, and part of the fingerprint)
+    fingerprint: str
+    dtype: str
+
+
+def prepare(model: pm.Model, *, method: str = "advi", steps: int = 10_000,
+            optimizer: optax.GradientTransformation | None = None, batch_size: int | None = None,
+            minibatch: Sequence[str] | None = None, init_std: float = 0.01, beta: float = 1.0,
+            kl_weighting: str | Callable = "constant", mc_samples: int = 1,
+            path_derivative: bool = False, seed: int = 0) -> Setup:
+    """Everything :func:`fit` builds before its first step (arguments as in :func:`fit`).
+
+    ``setup.runner.advance(setup.state, 0, k)`` then takes ``k`` steps: what
+    ``fit`` loops over, and what the benchmarks time.
+    """
+    family = families.get(method)
+    if not (isinstance(steps, (int, np.integer)) and steps >= 1):
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    if not (isinstance(mc_samples, (int, np.integer)) and mc_samples >= 1):
+        raise ValueError(f"mc_samples must be an integer >= 1, got {mc_samples!r}")
+    for name, value in (("init_std", init_std), ("beta", beta)):
+        if not (value > 0 and np.isfinite(value)):
+            raise ValueError(f"{name} must be positive and finite, got {value!r}")
+    if optimizer is None:
+        optimizer = optim.make("adam", 1e-2, steps)
+    if not isinstance(optimizer, optax.GradientTransformation):
+        raise ValueError(f"optimizer must be an optax GradientTransformation, got {optimizer!r}")
+    dtype = model_dtype(model)
+    sliced, n = _minibatch(model, minibatch, batch_size)
+    kl_weight, kl_key = _kl_weighting(kl_weighting, batch_size, steps_per_epoch(n, batch_size))
+    with pytensor.config.change_flags(floatX=dtype):
+        point = model.initial_point()
+        layout = Layout.of(model, point)
+        density = compile_model(model, layout)
+        params = {k: jnp.asarray(v, dtype)
+                  for k, v in family.init(initial_mean(layout, point, seed).astype(dtype),
+                                          init_std).items()}
+        state = core.init(params, optimizer)
+        settings = dict(method=method, batch_size=batch_size, minibatch=sorted(
+            name for name, cut in zip((v.name for v in model.data_vars), sliced) if cut),
+            beta=beta, kl_weighting=kl_key if isinstance(kl_key, str) else "custom",
+            mc_samples=mc_samples, path_derivative=path_derivative, seed=seed, dtype=dtype,
+            init_std=init_std)
+        fingerprint = ckpt.fingerprint(model, layout, state, settings)
+        data = tuple(jax.device_put(v.get_value()) for v in model.data_vars)
+        key = ("fit", method, _key(optimizer), sliced, batch_size, beta, mc_samples, dtype, kl_key,
+               path_derivative, tuple((d.shape, str(d.dtype)) for d in data))
+        if key not in density.jitted:
+            elbo = objective.ELBO(density, family, beta=beta, scale=n / batch_size if batch_size else 1.0,
+                                  path_derivative=path_derivative)
+            density.jitted[key] = compile_steps(elbo, optimizer, sliced=sliced, n=n,
+                                                batch_size=batch_size, mc_samples=mc_samples,
+                                                kl_weight=kl_weight, dtype=dtype)
+    return Setup(model=model, family=family, layout=layout, density=density, optimizer=optimizer,
+                 state=state, runner=Runner(density.jitted[key], data, seed), settings=settings,
+                 fingerprint=fingerprint, dtype=dtype)
 
 
 def _key(optimizer) -> object:

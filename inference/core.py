@@ -53,7 +53,7 @@ def step(state: ADVIState, words, batch: tuple, *, objective: ELBO,
     """
     mu = state.params["mu"]
     # The barrier keeps XLA from fusing the generator into every consumer of the
-    # draw (each variable's slice, the gradient), which made a toy step 4x slower.
+    # draw (each variable's slice, the gradient), which makes a toy step 4x slower.
     eps = jax.lax.optimization_barrier(
         noise.normal(words, state.step, 0, (mc_samples, mu.shape[0]), mu.dtype))
     (_, elbo), grads = jax.value_and_grad(objective, has_aux=True)(

@@ -11,6 +11,7 @@ and new inputs, and models of the same structure on other data share it.
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import partial
@@ -21,12 +22,13 @@ import jax.numpy as jnp
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
-from pymc.sampling.jax import _replace_shared_variables
 from pymc.variational.minibatch_rv import MinibatchRandomVariable
 from pytensor.compile.mode import JAX
 from pytensor.graph import FunctionGraph
+from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import equal_computations
-from pytensor.graph.replace import graph_replace
+from pytensor.graph.replace import clone_replace, graph_replace
+from pytensor.graph.traversal import graph_inputs
 from pytensor.link.jax.dispatch import jax_funcify
 from pytensor.tensor.math import variadic_add
 from pytensor.tensor.random.op import RandomVariable
@@ -167,7 +169,9 @@ def jaxify(inputs: list, outputs: list) -> Callable:
     """
     fgraph = FunctionGraph(inputs=inputs, outputs=outputs, clone=True)
     JAX.including("local_remove_check_parameter").optimizer.rewrite(fgraph)
-    return jax_funcify(fgraph)
+    with warnings.catch_warnings():  # shape assertions, which JAX's tracing checks itself
+        warnings.filterwarnings("ignore", message="Skipping Assert")
+        return jax_funcify(fgraph)
 
 
 def _with_data_inputs(model: pm.Model, outputs: list) -> tuple[list, list]:
@@ -177,7 +181,10 @@ def _with_data_inputs(model: pm.Model, outputs: list) -> tuple[list, list]:
     batch = [pt.tensor(name=f"{c.name}_batch", dtype=c.dtype, shape=(None, *c.type.shape[1:]))
              for c in containers]
     outputs = graph_replace(outputs, dict(zip(containers, batch)), strict=False)
-    return batch, _replace_shared_variables(outputs)
+    # As pymc.sampling.jax's helper does; importing that module would rewrite the
+    # user's XLA_FLAGS (it forces 100 host devices).
+    shared = [v for v in graph_inputs(outputs) if isinstance(v, SharedVariable)]
+    return batch, clone_replace(outputs, {v: pt.constant(v.get_value(borrow=True)) for v in shared})
 
 
 MEMO_SIZE = 8  # compiled models kept for reuse

@@ -2,9 +2,9 @@
 
 ``jax.random.normal`` uses the same generator (Threefry-2x32, 20 rounds;
 Salmon et al. 2011), but on CPU JAX lowers it as a rolled loop that XLA does
-not vectorise. Measured on a 2-core AMD EPYC for 478,410 float32 normals
-(the MLP 784-400-400-10's weights): ``jax.random.normal`` 6-8 ms, against
-about 3.5 ms for a whole deterministic training step of that MLP. Here
+not vectorise: for the 478,410 weights of the MLP 784-400-400-10 it takes
+about twice as long as a whole deterministic training step of that MLP (on
+this project's 2-core machine). Here
 the 20 rounds are written out as plain ``jnp`` integer ops, which XLA fuses
 into one vectorised loop (under 1 ms for the random bits).
 

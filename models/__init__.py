@@ -1,5 +1,7 @@
-"""Priors, hyperpriors and Bayesian neural-network model builders."""
+"""Priors, hyperpriors and model builders: Bayesian MLPs and CNNs, and a conjugate linear regression."""
 
+from bnn_zoo.models.cnn import cnn_classifier
+from bnn_zoo.models.linear import linear_posterior, linear_regression
 from bnn_zoo.models.mlp import mlp_classifier, mlp_regressor
 from bnn_zoo.models.priors import (
     HYPERPRIORS,
@@ -13,6 +15,9 @@ from bnn_zoo.models.priors import (
 __all__ = [
     "HYPERPRIORS",
     "WEIGHT_PRIORS",
+    "cnn_classifier",
+    "linear_posterior",
+    "linear_regression",
     "get_hyperprior",
     "get_weight_prior",
     "hyperprior",
