@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -28,15 +29,21 @@ from rich.progress import MofNCompleteColumn, Progress, TextColumn
 
 from bnn_zoo.inference import checkpoint as ckpt
 from bnn_zoo.inference import core, families, objective, optim
+from bnn_zoo.inference.diagnostics import Convergence, convergence
 from bnn_zoo.inference.engine import CHUNK, Runner, compile_steps, steps_per_epoch
 from bnn_zoo.inference.families import Family
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
 
 KL_WEIGHTINGS = ("constant", "blundell")
+MAX_STEPS = 10**8  # the ELBO trace is kept in memory: 8 bytes a step
 
 
 class NonFiniteLossError(FloatingPointError):
     """The ELBO became NaN or infinite during the fit."""
+
+
+class ConvergenceWarning(UserWarning):
+    """A fit ended with its ELBO still moving (:mod:`~bnn_zoo.inference.diagnostics`)."""
 
 
 @dataclass
@@ -89,6 +96,11 @@ class FitResult:
         for name, value in self.params.items():
             group.params_dict[name].set_value(np.asarray(value, dtype=group.params_dict[name].dtype))
         return approx
+
+    @property
+    def convergence(self) -> Convergence:
+        """The convergence test of the ELBO trace (:func:`~bnn_zoo.inference.diagnostics.convergence`)."""
+        return convergence(self.elbo)
 
     @property
     def ms_per_step(self) -> float:
@@ -155,15 +167,18 @@ def fit(
     model: pm.Model,
     *,
     method: str = "advi",
-    steps: int = 10_000,
+    steps: int = 20_000,
     optimizer: optax.GradientTransformation | None = None,
     batch_size: int | None = None,
     minibatch: Sequence[str] | None = None,
     init_std: float = 0.01,
+    init: FitResult | None = None,
     beta: float = 1.0,
     kl_weighting: str | Callable = "constant",
     mc_samples: int = 1,
-    path_derivative: bool = False,
+    path_derivative: bool | None = None,
+    average: float = 0.5,
+    warm_start: float = 0.3,
     seed: int = 0,
     progressbar: bool = True,
     checkpoint: str | os.PathLike | None = None,
@@ -184,7 +199,7 @@ def fit(
     optimizer : optax.GradientTransformation, optional
         Any optax optimizer; learning-rate schedules are optax schedules
         (``optax.adam(optax.cosine_decay_schedule(0.01, steps))``). Default:
-        Adam at a constant 0.01.
+        Adam at a constant 0.01, with ``average``.
     batch_size : int, optional
         Minibatch size; ``None`` uses the full data each step. The observed
         variables must carry ``total_size`` for the likelihood to stay at
@@ -195,6 +210,10 @@ def fit(
     init_std : float
         Initial posterior std of every unconstrained variable. PyMC's default
         (~0.7) makes wide nets diverge.
+    init : FitResult, optional
+        Start at another fit's q instead: its means and marginal sds (a
+        full-rank fit started from a mean-field one begins with a diagonal
+        factor). The model must have the same variables and shapes.
     beta : float
         KL weight: maximises ``E_q[log p(D|w)] - beta * KL(q || prior)``.
     kl_weighting : {"constant", "blundell"} or callable
@@ -204,9 +223,23 @@ def fit(
         ``2^(M-i) / (2^M - 1)`` (:func:`objective.blundell`; needs ``batch_size``).
     mc_samples : int
         Monte Carlo draws of q per gradient step.
-    path_derivative : bool
+    path_derivative : bool, optional
         The "sticking the landing" gradient of the entropy term (Roeder et
-        al. 2017): lower variance near the optimum, same expectation.
+        al. 2017): the same expectation, zero variance where q is the
+        posterior, far more where q is much narrower than it. Default: on for
+        a full-rank fit from a mean-field warm start, off otherwise.
+    average : float
+        Share of the final steps whose iterates are averaged into the result
+        (Polyak-Ruppert): 0.5 returns q's parameters averaged over the last
+        half of the steps, whose noise shrinks with the number averaged. Use
+        0 with a learning-rate schedule that decays to near zero.
+    warm_start : float
+        For ``method="fullrank_advi"``: the share of the steps spent on a
+        mean-field fit first, where the full-rank fit then starts, with the
+        path-derivative gradient (0: full-rank from ``init_std``). Each phase
+        starts the optimizer afresh; the default one is Adam at 0.01 for the
+        mean-field phase and at 0.001 for the full-rank one. Not with
+        ``checkpoint``, ``resume`` or ``init``.
     seed : int
         Seeds the initial means, the Monte Carlo noise and the minibatches.
     progressbar : bool
@@ -223,6 +256,8 @@ def fit(
     Returns
     -------
     FitResult
+        Its ``convergence`` tests the ELBO trace; a fit that did not converge
+        also warns (:class:`ConvergenceWarning`).
 
     Raises
     ------
@@ -235,6 +270,17 @@ def fit(
     """
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+    if not 0 <= warm_start < 1:
+        raise ValueError(f"warm_start must be in [0, 1), got {warm_start!r}")
+    if method == "fullrank_advi" and warm_start > 0 and init is None:
+        if checkpoint is not None or resume is not None:
+            raise ValueError("a full-rank fit with a warm start cannot checkpoint or resume: "
+                             "fit mean-field first and pass it as init=, or warm_start=0")
+        return _warm_started(model, steps=steps, warm_start=warm_start, optimizer=optimizer,
+                             path_derivative=path_derivative, seed=seed, progressbar=progressbar,
+                             batch_size=batch_size, minibatch=minibatch, init_std=init_std, beta=beta,
+                             kl_weighting=kl_weighting, mc_samples=mc_samples, average=average)
+    path_derivative = bool(path_derivative)
     t0 = time.perf_counter()
     saved = ckpt.load(resume) if resume else None
     done = saved.steps_done if saved is not None else 0
@@ -242,14 +288,21 @@ def fit(
         raise ckpt.CheckpointError(f"checkpoint {resume} has {done} steps, more than the "
                                    f"{steps} asked for")
     setup = prepare(model, method=method, steps=steps, optimizer=optimizer, batch_size=batch_size,
-                    minibatch=minibatch, init_std=init_std, beta=beta, kl_weighting=kl_weighting,
-                    mc_samples=mc_samples, path_derivative=path_derivative, seed=seed)
+                    minibatch=minibatch, init_std=init_std, init=init, beta=beta,
+                    kl_weighting=kl_weighting, mc_samples=mc_samples,
+                    path_derivative=path_derivative, average=average, seed=seed)
     state, runner, description = setup.state, setup.runner, optim.describe(setup.optimizer)
     with pytensor.config.change_flags(floatX=setup.dtype):
         history = [[0, description]]
         seconds_before, elbo = 0.0, np.full(steps, np.nan)
         if saved is not None:
             state = saved.restore(state, setup.fingerprint)
+            began = [f for f in (saved.average_from, setup.average_from) if f is not None and f < done]
+            if len(began) == 2 and began[0] != began[1]:
+                raise ckpt.CheckpointError(
+                    f"checkpoint {resume} averages its iterates from step {saved.average_from}, "
+                    f"these settings from step {setup.average_from}: a running mean cannot change "
+                    "its start once begun (keep the total steps, or set average=0)")
             history = saved.history + ([[done, description]]
                                        if done < steps and saved.history[-1][1] != description else [])
             elbo[:done], seconds_before = saved.elbo, saved.seconds
@@ -271,19 +324,51 @@ def fit(
                 if checkpoint is not None and (i % checkpoint_every == 0 or i == steps):
                     ckpt.save(checkpoint, state, elbo=elbo[:i],
                               seconds=seconds_before + time.perf_counter() - t0,
-                              fingerprint_=setup.fingerprint, history=history)
+                              fingerprint_=setup.fingerprint, history=history,
+                              average_from=setup.average_from)
                 recent = elbo[max(0, i - 100) : i]
                 progress.update(task, completed=i, elbo=f"ELBO {recent.mean():,.5g}")
         end = time.perf_counter()
 
     config = dict(setup.settings, steps=steps, optimizer=description, history=history, resumed_at=done)
     ran = steps - done
-    return FitResult(
+    result = FitResult(
         model=model, family=setup.family, layout=setup.layout,
-        params={k: np.asarray(v) for k, v in state.params.items()}, elbo=elbo, config=config,
+        params={k: np.asarray(v) for k, v in (state.params if state.average is None
+                                              else state.average).items()},
+        elbo=elbo, config=config,
         seconds=seconds_before + end - t0, compile_seconds=(first_step if ran else end) - t0,
         density=setup.density, _timed=(steps - first_done, end - first_step) if ran else (0, 0.0),
     )
+    if not result.convergence.converged:
+        warnings.warn(f"the fit did not converge: {result.convergence.describe()}; try more steps "
+                      "or a decaying learning rate", ConvergenceWarning, stacklevel=2)
+    return result
+
+
+def _warm_started(model, *, steps, warm_start, path_derivative, **settings) -> FitResult:
+    """A full-rank fit started from a mean-field fit of the first ``warm_start`` of the steps.
+
+    From a narrow start full-rank ADVI is slow and unstable (at the toy
+    experiment's learning rate it diverges); from the mean-field optimum,
+    with the path-derivative gradient, it reached the exact posterior of the
+    conjugate regression (docs/engine.md). Its ELBO trace is the full-rank
+    phase's; ``config`` records the mean-field phase's steps and final ELBO.
+    """
+    n_warm = max(1, int(round(warm_start * steps)))
+    if n_warm >= steps:
+        raise ValueError(f"steps={steps} leave no full-rank steps after a warm start of {n_warm}")
+    with warnings.catch_warnings():  # the mean-field phase is not the result
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warm = fit(model, method="advi", steps=n_warm, path_derivative=False, warm_start=0, **settings)
+    if settings["optimizer"] is None:  # the full-rank phase's default: ten times smaller steps
+        settings = dict(settings, optimizer=optim.make("adam", 1e-3, steps - n_warm))
+    full = fit(model, method="fullrank_advi", steps=steps - n_warm, init=warm, warm_start=0,
+               path_derivative=True if path_derivative is None else path_derivative, **settings)
+    full.seconds += warm.seconds
+    full.config = dict(full.config, warm_start=n_warm, warm_start_elbo_final=warm.elbo_final,
+                       init_std=settings["init_std"])
+    return full
 
 
 @dataclass
@@ -300,26 +385,31 @@ class Setup:
     settings: dict  # what defines the objective (recorded, and part of the fingerprint)
     fingerprint: str
     dtype: str
+    average_from: int | None  # the step from which iterates are averaged (None: no averaging)
 
 
 def prepare(model: pm.Model, *, method: str = "advi", steps: int = 10_000,
             optimizer: optax.GradientTransformation | None = None, batch_size: int | None = None,
-            minibatch: Sequence[str] | None = None, init_std: float = 0.01, beta: float = 1.0,
+            minibatch: Sequence[str] | None = None, init_std: float = 0.01,
+            init: FitResult | None = None, beta: float = 1.0,
             kl_weighting: str | Callable = "constant", mc_samples: int = 1,
-            path_derivative: bool = False, seed: int = 0) -> Setup:
+            path_derivative: bool = False, average: float = 0.0, seed: int = 0) -> Setup:
     """Everything :func:`fit` builds before its first step (arguments as in :func:`fit`).
 
     ``setup.runner.advance(setup.state, 0, k)`` then takes ``k`` steps: what
     ``fit`` loops over, and what the benchmarks time.
     """
     family = families.get(method)
-    if not (isinstance(steps, (int, np.integer)) and steps >= 1):
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    if not (isinstance(steps, (int, np.integer)) and 1 <= steps <= MAX_STEPS):
+        raise ValueError(f"steps must be an integer in 1..{MAX_STEPS:,}, got {steps!r}")
     if not (isinstance(mc_samples, (int, np.integer)) and mc_samples >= 1):
         raise ValueError(f"mc_samples must be an integer >= 1, got {mc_samples!r}")
     for name, value in (("init_std", init_std), ("beta", beta)):
         if not (value > 0 and np.isfinite(value)):
             raise ValueError(f"{name} must be positive and finite, got {value!r}")
+    if not 0 <= average < 1:
+        raise ValueError(f"average must be in [0, 1), got {average!r}")
+    average_from = steps - int(round(average * steps))
     if optimizer is None:
         optimizer = optim.make("adam", 1e-2, steps)
     if not isinstance(optimizer, optax.GradientTransformation):
@@ -331,28 +421,34 @@ def prepare(model: pm.Model, *, method: str = "advi", steps: int = 10_000,
         point = model.initial_point()
         layout = Layout.of(model, point)
         density = compile_model(model, layout)
-        params = {k: jnp.asarray(v, dtype)
-                  for k, v in family.init(initial_mean(layout, point, seed).astype(dtype),
-                                          init_std).items()}
-        state = core.init(params, optimizer)
+        if init is None:
+            mean, sd = initial_mean(layout, point, seed), np.float64(init_std)
+        else:
+            if [(n, s) for n, _, s, _ in init.layout.slots] != [(n, s) for n, _, s, _ in layout.slots]:
+                raise ValueError("init must be a fit of a model with the same variables and shapes")
+            mean, sd = init.family.mean_and_factor(init.params)[0], np.sqrt(np.diag(init.cov()))
+        params = {k: jnp.asarray(v, dtype) for k, v in family.init(mean.astype(dtype), sd).items()}
+        state = core.init(params, optimizer, average=average > 0)
         settings = dict(method=method, batch_size=batch_size, minibatch=sorted(
             name for name, cut in zip((v.name for v in model.data_vars), sliced) if cut),
             beta=beta, kl_weighting=kl_key if isinstance(kl_key, str) else "custom",
             mc_samples=mc_samples, path_derivative=path_derivative, seed=seed, dtype=dtype,
-            init_std=init_std)
+            init_std=init_std if init is None else "from another fit", average=average)
         fingerprint = ckpt.fingerprint(model, layout, state, settings)
         data = tuple(jax.device_put(v.get_value()) for v in model.data_vars)
         key = ("fit", method, _key(optimizer), sliced, batch_size, beta, mc_samples, dtype, kl_key,
-               path_derivative, tuple((d.shape, str(d.dtype)) for d in data))
+               path_derivative, average_from if average else None,
+               tuple((d.shape, str(d.dtype)) for d in data))
         if key not in density.jitted:
             elbo = objective.ELBO(density, family, beta=beta, scale=n / batch_size if batch_size else 1.0,
                                   path_derivative=path_derivative)
             density.jitted[key] = compile_steps(elbo, optimizer, sliced=sliced, n=n,
                                                 batch_size=batch_size, mc_samples=mc_samples,
-                                                kl_weight=kl_weight, dtype=dtype)
+                                                kl_weight=kl_weight, dtype=dtype,
+                                                average_from=average_from)
     return Setup(model=model, family=family, layout=layout, density=density, optimizer=optimizer,
                  state=state, runner=Runner(density.jitted[key], data, seed), settings=settings,
-                 fingerprint=fingerprint, dtype=dtype)
+                 fingerprint=fingerprint, dtype=dtype, average_from=average_from if average else None)
 
 
 def _key(optimizer) -> object:

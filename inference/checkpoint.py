@@ -105,6 +105,7 @@ class Checkpoint:
     seconds: float
     fingerprint: str
     history: list  # [step, optimizer description] where each run began
+    average_from: int | None = None  # where the running mean of the iterates began (if any)
 
     @property
     def steps_done(self) -> int:
@@ -120,13 +121,15 @@ class Checkpoint:
         return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
-def save(path, state, *, elbo: np.ndarray, seconds: float, fingerprint_: str, history: list) -> Path:
+def save(path, state, *, elbo: np.ndarray, seconds: float, fingerprint_: str, history: list,
+         average_from: int | None = None) -> Path:
     """Write the state's leaves and records atomically (a reader never sees half a file)."""
     leaves = [np.asarray(a) for a in jax.tree_util.tree_leaves(state)]
     data = {f"leaf_{i}": (tuple(f"leaf_{i}_{j}" for j in range(a.ndim)), a)
             for i, a in enumerate(leaves)}
     data["elbo"] = ("step", np.asarray(elbo, dtype="float64"))
     attrs = {"format": FORMAT, "fingerprint": fingerprint_, "seconds": seconds,
+             "average_from": -1 if average_from is None else average_from,
              "history": json.dumps(history), "leaves": len(leaves)}
     ds = xr.Dataset(data, attrs=attrs)
     return atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4"))
@@ -147,7 +150,8 @@ def load(path) -> Checkpoint:
     leaves = [ds[f"leaf_{i}"].values for i in range(int(ds.attrs["leaves"]))]
     return Checkpoint(path=path, leaves=leaves, elbo=ds["elbo"].values,
                       seconds=float(ds.attrs["seconds"]), fingerprint=ds.attrs["fingerprint"],
-                      history=json.loads(ds.attrs["history"]))
+                      history=json.loads(ds.attrs["history"]),
+                      average_from=None if int(ds.attrs["average_from"]) < 0 else int(ds.attrs["average_from"]))
 
 
 def _difference(saved: str, current: str) -> str:

@@ -28,28 +28,34 @@ from bnn_zoo.inference.objective import ELBO
 
 
 class ADVIState(NamedTuple):
-    """Everything a step updates: q's parameters, the optimizer's state and the step counter."""
+    """Everything a step updates: q's parameters, the optimizer's state, the step counter, and
+    (with iterate averaging) the running mean of the parameters."""
 
     params: dict
     opt_state: Any
     step: jax.Array  # int32, the steps taken
+    average: dict | None = None  # mean of the iterates since ``average_from`` (or the latest before)
 
 
 class ADVIInfo(NamedTuple):
     elbo: jax.Array  # the step's ELBO estimate, at full-data scale
 
 
-def init(params: dict, optimizer: optax.GradientTransformation) -> ADVIState:
-    """The state before the first step."""
-    return ADVIState(params, optimizer.init(params), jnp.asarray(0, jnp.int32))
+def init(params: dict, optimizer: optax.GradientTransformation, average: bool = False) -> ADVIState:
+    """The state before the first step (with a running mean of the iterates if ``average``)."""
+    copy = jax.tree_util.tree_map(jnp.copy, params) if average else None  # its own buffers
+    return ADVIState(params, optimizer.init(params), jnp.asarray(0, jnp.int32), copy)
 
 
 def step(state: ADVIState, words, batch: tuple, *, objective: ELBO,
          optimizer: optax.GradientTransformation, mc_samples: int = 1,
-         kl_weight: Callable = lambda t: 1.0) -> tuple[ADVIState, ADVIInfo]:
+         kl_weight: Callable = lambda t: 1.0, average_from: int = 0) -> tuple[ADVIState, ADVIInfo]:
     """One optimisation step on ``batch`` (one array per data container).
 
-    ``words`` are the noise stream's key words (:func:`noise.key_words`).
+    ``words`` are the noise stream's key words (:func:`noise.key_words`). With
+    a running mean in the state, it averages the iterates after step
+    ``average_from`` (Polyak-Ruppert averaging: the final iterate's noise
+    shrinks as one over the number averaged); before that it follows them.
     """
     mu = state.params["mu"]
     # The barrier keeps XLA from fusing the generator into every consumer of the
@@ -59,8 +65,12 @@ def step(state: ADVIState, words, batch: tuple, *, objective: ELBO,
     (_, elbo), grads = jax.value_and_grad(objective, has_aux=True)(
         state.params, eps, batch, kl_weight(state.step))
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    return (ADVIState(optax.apply_updates(state.params, updates), opt_state, state.step + 1),
-            ADVIInfo(elbo))
+    params = optax.apply_updates(state.params, updates)
+    average = None
+    if state.average is not None:
+        weight = 1.0 / jnp.maximum(state.step + 1 - average_from, 1).astype(mu.dtype)
+        average = jax.tree_util.tree_map(lambda a, p: a + weight * (p - a), state.average, params)
+    return ADVIState(params, opt_state, state.step + 1, average), ADVIInfo(elbo)
 
 
 def sample(key, params: dict, family: Family, n: int):

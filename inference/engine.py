@@ -59,11 +59,13 @@ def batch_indices(seed: int, n: int, batch_size: int, steps: int) -> np.ndarray:
 
 def compile_steps(objective: ELBO, optimizer: optax.GradientTransformation, *, sliced: tuple,
                   n: int, batch_size: int | None, mc_samples: int, kl_weight: Callable,
-                  dtype: str) -> dict:
+                  dtype: str, average_from: int = 0) -> dict:
     """Jitted ways to run steps; each donates the state (the caller's handle becomes invalid).
 
     ``loop(state, key, k, data) -> (state, elbo[CHUNK])`` runs ``k <= CHUNK``
-    steps inside one ``lax.fori_loop`` (``elbo`` is NaN past ``k``);
+    steps inside one ``lax.fori_loop`` (``elbo`` is NaN past ``k``), and
+    ``batched_loop`` the same for many fits at once (``jax.vmap`` over their
+    stacked states, keys and data: one compiled program for all of them);
     ``step(state, key, perm, data) -> (state, perm, elbo)`` runs one, given
     the current epoch's permutation ``perm`` (``epoch_permutation(key, t)``).
     ``data`` holds one device array per data container, the ``sliced`` ones
@@ -82,13 +84,12 @@ def compile_steps(objective: ELBO, optimizer: optax.GradientTransformation, *, s
         else:
             batch = data
         state, info = core.step(state, words, batch, objective=objective, optimizer=optimizer,
-                                mc_samples=mc_samples, kl_weight=kl_weight)
+                                mc_samples=mc_samples, kl_weight=kl_weight, average_from=average_from)
         return state, perm, info.elbo
 
     def epoch_permutation(key, t):
         return _permutation(jax.random.fold_in(key, 1), t // per_epoch, n) if batch_size else None
 
-    @partial(jax.jit, donate_argnums=(0,))
     def loop(state, key, k, data):
         words, perm_key = noise.key_words(key), jax.random.fold_in(key, 1)
 
@@ -105,7 +106,10 @@ def compile_steps(objective: ELBO, optimizer: optax.GradientTransformation, *, s
     def step(state, key, perm, data):
         return one_step(state, noise.key_words(key), jax.random.fold_in(key, 1), perm, data)
 
-    return {"loop": loop, "step": step, "epoch_permutation": jax.jit(epoch_permutation)}
+    return {"loop": jax.jit(loop, donate_argnums=(0,)), "step": step,
+            "epoch_permutation": jax.jit(epoch_permutation),
+            # Many fits of one structure at once: states, keys and data stacked on a leading axis.
+            "batched_loop": jax.jit(jax.vmap(loop, in_axes=(0, 0, None, 0)), donate_argnums=(0,))}
 
 
 class Runner:

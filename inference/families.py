@@ -60,7 +60,7 @@ class Family:
 
     name: str
     pymc: type  # the pymc.variational approximation with the same parameters
-    init: Callable[[np.ndarray, float], dict]  # (initial mean, initial sd) -> parameters
+    init: Callable[[np.ndarray, np.ndarray], dict]  # (initial mean, initial sds) -> parameters
     draw: Callable  # (params, eps) -> (z, log|det L|), in JAX
     log_density: Callable  # (params, z) -> log q(z), in JAX
     factor: Callable[[dict], tuple[np.ndarray, np.ndarray]]  # params -> (mu, sd vector or L)
@@ -106,9 +106,9 @@ def _normal_log_density(eps, log_det):
     return -0.5 * jnp.sum(eps**2) - log_det - 0.5 * eps.shape[-1] * np.log(2 * np.pi)
 
 
-def _full_rank_init(mu, init_std):
+def _full_rank_init(mu, sd):
     d = mu.size
-    L = inverse_softplus(init_std) * np.eye(d)
+    L = np.diag(np.broadcast_to(inverse_softplus(sd), (d,)))
     return {"mu": mu, "L_tril": L[np.tril_indices(d)].astype(mu.dtype)}
 
 
@@ -123,8 +123,7 @@ def _full_rank_factor(params):
 
 MEAN_FIELD = Family(
     name="advi", pymc=pmvi.MeanField,
-    init=lambda mu, init_std: {"mu": mu, "rho": np.full(mu.size, inverse_softplus(init_std),
-                                                        dtype=mu.dtype)},
+    init=lambda mu, sd: {"mu": mu, "rho": np.broadcast_to(inverse_softplus(sd), mu.shape).astype(mu.dtype)},
     draw=_mean_field_draw, log_density=_mean_field_log_density,
     factor=lambda params: (params["mu"], np.logaddexp(0.0, params["rho"])),
 )

@@ -149,6 +149,22 @@ def evaluate_z(result: FitResult, z: np.ndarray, outputs: Sequence[str]) -> dict
     return {name: np.asarray(v) for name, v in zip(outputs, values)}
 
 
+def elbo(result: FitResult, draws: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """The ELBO of the fitted q, ``E_q[log p - log q]`` at full-data scale, from ``draws`` draws:
+    ``(estimate, its standard error)``. Unlike the trace's per-step estimates, it is the
+    final q's, with no optimiser noise (and without the KL weight ``beta``)."""
+    z, log_q = draw_z(result, draws, seed)
+    ratio = evaluate_z(result, z, ("logp",))["logp"].astype("float64") - log_q
+    return float(ratio.mean()), float(ratio.std(ddof=1) / np.sqrt(len(ratio)))
+
+
+def best(fits, draws: int = 1000, seed: int = 0) -> FitResult:
+    """The fit whose q has the highest :func:`elbo`: of restarts that found different optima,
+    the one closest to the posterior in KL(q || p)."""
+    fits = _as_list(fits)
+    return max(fits, key=lambda f: elbo(f, draws, seed)[0])
+
+
 def point_posterior(result: FitResult, z: np.ndarray) -> DataTree:
     """A DataTree whose ``posterior`` holds the free variables at given unconstrained points.
 

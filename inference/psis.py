@@ -18,6 +18,9 @@ PRIOR_BS = 3  # Zhang & Stephens' grid scale
 BLOCK = 1024  # observations at a time
 
 
+MIN_DRAWS = 25  # fewer leave under 5 draws in the tail that the Pareto fit smooths
+
+
 def tail_length(n_draws: int) -> int:
     """Draws in the fitted right tail: ``3 sqrt(S)`` above 225 draws, else ``S / 5``."""
     return int(np.floor(3 * n_draws**0.5 if n_draws > 225 else n_draws / 5))
@@ -66,7 +69,7 @@ def psis_log_weights(log_ratios: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n_obs, S = log_ratios.shape
     M = tail_length(S)
     if M < 5:
-        raise ValueError(f"PSIS needs at least 25 draws, got {S}")
+        raise ValueError(f"PSIS needs at least {MIN_DRAWS} draws, got {S}")
     lw = log_ratios - log_ratios.max(axis=1, keepdims=True)
     order = np.argsort(lw, axis=1)
     tail_idx = order[:, S - M:]

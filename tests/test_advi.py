@@ -212,7 +212,10 @@ def test_infinite_loss_stops_with_the_step(engine):
     (dict(method="svgd"), "unknown method 'svgd'; valid: advi, fullrank_advi"),
     (dict(optimizer="adam"), "optimizer must be an optax GradientTransformation"),
     (dict(batch_size=5, minibatch=("X",)), r"minibatch must name distinct data containers of the model \(y\)"),
-    (dict(steps=0), "steps must be an integer >= 1, got 0"),
+    (dict(steps=0), "steps must be an integer in 1..100,000,000, got 0"),
+    (dict(average=1.0), r"average must be in \[0, 1\)"),
+    (dict(warm_start=-0.1), r"warm_start must be in \[0, 1\)"),
+    (dict(method="fullrank_advi", checkpoint="x.nc"), "warm start cannot checkpoint or resume"),
     (dict(mc_samples=0), "mc_samples must be an integer >= 1, got 0"),
     (dict(batch_size=51), r"batch_size must be an integer in 1..50, got 51"),
     (dict(minibatch=("y",)), "minibatch names containers to cut, but batch_size is None"),
@@ -363,3 +366,39 @@ def test_path_derivative_fit_recovers_the_posterior():
     np.testing.assert_array_less(np.abs(result.mean["w"] - mean), 0.1 * sd)
     np.testing.assert_allclose(result.sd["w"], sd, rtol=0.05)
     assert result.config["path_derivative"] is True
+
+
+@pytest.mark.parametrize("method", ["advi", "fullrank_advi"])
+def test_the_defaults_reach_the_exact_posterior(method):
+    """Issue 19's targets, with fit's defaults: means within 0.05 posterior sd, mean-field sds
+    within 3% of 1/sqrt(diag(precision)), full-rank sds and correlations within 3% / 0.03."""
+    from bnn_zoo.models.linear import correlated_design, linear_posterior, linear_regression
+
+    X, y = correlated_design()
+    post, model = linear_posterior(X, y), linear_regression(X, y)
+    for seed in (0, 1):
+        result = bnn_zoo.fit(model, method=method, seed=seed, progressbar=False)
+        assert result.convergence.converged
+        np.testing.assert_array_less(np.abs(result.mean["w"] - post.mean), 0.05 * post.sd)
+        if method == "advi":
+            np.testing.assert_allclose(result.sd["w"], post.mean_field_sd, rtol=0.03)
+        else:
+            assert result.config["warm_start"] == 6000 and result.config["path_derivative"] is True
+            assert len(result.elbo) == 14_000  # the full-rank phase's trace
+            np.testing.assert_allclose(result.sd["w"], post.sd, rtol=0.03)
+            cov = result.cov()
+            np.testing.assert_allclose(cov / np.sqrt(np.outer(np.diag(cov), np.diag(cov))), post.corr,
+                                       atol=0.03)
+
+
+def test_full_rank_starts_from_a_mean_field_fit():
+    model, _, _, _ = regression_model()
+    mf = bnn_zoo.fit(model, steps=2000, progressbar=False)
+    fr = bnn_zoo.fit(model, method="fullrank_advi", init=mf, steps=1, optimizer=optax.adam(1e-9),
+                     average=0, progressbar=False)
+    np.testing.assert_allclose(fr.mean["w"], mf.mean["w"], rtol=1e-6)
+    np.testing.assert_allclose(fr.sd["w"], mf.sd["w"], rtol=1e-6)
+    assert fr.config["init_std"] == "from another fit"
+    small = mlp_classifier(np.zeros((4, 2)), np.array([0, 1, 0, 1]), hidden=(2,))
+    with pytest.raises(ValueError, match="same variables and shapes"):
+        bnn_zoo.fit(small, init=mf, steps=1, progressbar=False)

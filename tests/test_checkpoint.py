@@ -32,11 +32,11 @@ def test_checkpoint_round_trips_the_whole_state(split, tmp_path):
     assert ckpt.is_file() and not list(tmp_path.glob(".*"))  # no temporary left behind
     with xr.open_dataset(ckpt) as ds:
         # The state's leaves: mu and rho; Adam's counter and two moments of each; the
-        # schedule's counter; the step counter.
+        # schedule's counter; the step counter; the running mean of mu and rho (averaging).
         leaves = [v for v in ds.data_vars if v.startswith("leaf_")]
-        assert len(leaves) == 9 and ds["elbo"].size == 60
+        assert len(leaves) == 11 and ds["elbo"].size == 60
         d = first.params["mu"].size
-        assert sorted(ds[v].size for v in leaves) == [1, 1, 1] + [d] * 6
+        assert sorted(ds[v].size for v in leaves) == [1, 1, 1] + [d] * 8
     # A fit asked for the same 60 steps resumes at step 60, runs none, and holds
     # exactly the final state.
     again = fit(model(split), steps=60, resume=ckpt)
@@ -52,11 +52,13 @@ def test_resumed_fit_continues_from_the_checkpoint(split, tmp_path):
     fit(model(split), steps=200, checkpoint=ckpt)
     resumed = fit(model(split), steps=400, resume=ckpt, checkpoint=ckpt)
     assert resumed.config["resumed_at"] == 200 and len(resumed.elbo) == 400
-    with xr.open_dataset(ckpt) as ds:  # the step counter carried on from 200
-        assert ds["elbo"].size == 400 and int(ds[f"leaf_{len(ds.data_vars) - 2}"]) == 400
+    with xr.open_dataset(ckpt) as ds:  # the step counter (before the running means) went on from 200
+        assert ds["elbo"].size == 400 and int(ds["leaf_8"]) == 400
     # The optimizer's moments came back with the parameters: the same path as the
-    # uninterrupted fit, step for step.
+    # uninterrupted fit, step for step, and the same average of its last half.
     np.testing.assert_array_equal(resumed.elbo, full.elbo)
+    for name, value in full.params.items():
+        np.testing.assert_allclose(resumed.params[name], value, rtol=1e-12)
 
 
 def test_checkpoint_of_another_fit_is_refused(split, tmp_path):
@@ -68,7 +70,7 @@ def test_checkpoint_of_another_fit_is_refused(split, tmp_path):
     with pytest.raises(CheckpointError, match="model differs: its architecture, priors or their parameters"):
         fit(model(split, hyperprior_params={"alpha": 4.0}), steps=20, resume=ckpt)
     with pytest.raises(CheckpointError, match="method: advi in the checkpoint, fullrank_advi here"):
-        fit(model(split), method="fullrank_advi", steps=20, resume=ckpt)
+        fit(model(split), method="fullrank_advi", warm_start=0, steps=20, resume=ckpt)
     with pytest.raises(CheckpointError, match="beta: 1.0 in the checkpoint, 0.5 here"):
         fit(model(split), beta=0.5, steps=20, resume=ckpt)
     with pytest.raises(CheckpointError, match="more than"):
@@ -99,3 +101,16 @@ def test_missing_or_foreign_checkpoint_is_refused(split, tmp_path):
     junk.write_bytes(b"not a netCDF file")
     with pytest.raises(CheckpointError, match="cannot read"):
         fit(model(split), steps=10, resume=junk)
+
+
+def test_a_running_mean_resumes_only_with_the_same_window(split, tmp_path):
+    ckpt = tmp_path / "fit.nc"
+    fit(model(split), steps=100, checkpoint=ckpt, average=0.5)  # averages from step 50
+    # 200 steps average from step 100, after the checkpoint's 100: the mean starts afresh there.
+    later = fit(model(split), steps=200, resume=ckpt, average=0.5)
+    whole = fit(model(split), steps=200, average=0.5)
+    for name, value in whole.params.items():
+        np.testing.assert_allclose(later.params[name], value, rtol=1e-12)
+    # 150 steps would average from step 75, inside the checkpoint's window: refused.
+    with pytest.raises(CheckpointError, match="averages its iterates from step 50, these settings from step 75"):
+        fit(model(split), steps=150, resume=ckpt, average=0.5)

@@ -124,7 +124,7 @@ def test_core_steps_by_hand_are_the_fit(moons):
     _, state, _, runner = _compose(model, lr=0.05, batch_size=50, seed=2)
     state, elbo = runner.advance(state, 0, 120)
     result = bnn_zoo.fit(model, steps=120, optimizer=optax.adam(0.05), batch_size=50, seed=2,
-                         progressbar=False)
+                         average=0, progressbar=False)
     np.testing.assert_allclose(elbo, result.elbo, rtol=1e-12)
     np.testing.assert_allclose(state.params["mu"], result.params["mu"], rtol=1e-12)
     assert int(state.step) == 120
@@ -171,7 +171,7 @@ def test_a_later_decay_on_resume_continues_the_decayed_fit(moons, tmp_path):
     def model():
         return mlp_classifier(moons.X_train, moons.y_train, hidden=(5, 5))
 
-    settings = dict(batch_size=50, progressbar=False, seed=2)
+    settings = dict(batch_size=50, progressbar=False, seed=2, average=0)
     decayed = optim.make("adam", 0.05, 200, decays={130: 0.1})
     whole = bnn_zoo.fit(model(), steps=200, optimizer=decayed, **settings)
     ckpt = tmp_path / "constant.nc"
@@ -206,7 +206,7 @@ def test_toy_bnn_elbo_matches_pm_fit(moons):
     results = {}
     for name in ("jax", "pymc"):
         model = mlp_classifier(moons.X_train, moons.y_train, hidden=(5, 5))
-        result = (bnn_zoo.fit(model, steps=10_000, optimizer=optax.adam(0.05), seed=0,
+        result = (bnn_zoo.fit(model, steps=10_000, optimizer=optax.adam(0.05), seed=0, average=0,
                               progressbar=False) if name == "jax"
                   else reference.fit(model, steps=10_000, learning_rate=0.05, seed=0))
         z, log_q = draw_z(result, 4000, seed=1)
@@ -270,3 +270,25 @@ def test_steps_one_per_call_equal_steps_in_the_loop(monkeypatch):
     np.testing.assert_allclose(runs["step"][0], runs["loop"][0], rtol=1e-10)
     for a, b in zip(runs["step"][1], runs["loop"][1]):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_iterate_averaging_is_the_mean_of_the_iterates():
+    # Polyak-Ruppert: the state's average is the plain mean of the parameters after the steps
+    # numbered average_from (0-based) and later; before, it follows them.
+    model = _toy_model("moons")
+    point = model.initial_point()
+    layout = jaxmodel.Layout.of(model, point)
+    density = jaxmodel.compile_model(model, layout)
+    params = {k: jnp.asarray(v) for k, v in families.MEAN_FIELD.init(initial_mean(layout, point, 0), 0.01).items()}
+    optimizer = optax.adam(0.05)
+    elbo = objective.ELBO(density, families.MEAN_FIELD)
+    data = tuple(jnp.asarray(v.get_value()) for v in model.data_vars)
+    words = noise.key_words(jax.random.key(0))
+    state, seen = core.init(params, optimizer, average=True), []
+    for _ in range(12):
+        state, _ = core.step(state, words, data, objective=elbo, optimizer=optimizer, average_from=7)
+        seen.append(state.params["mu"])
+        if len(seen) <= 7:
+            np.testing.assert_array_equal(state.average["mu"], state.params["mu"])
+    np.testing.assert_allclose(state.average["mu"], np.mean(seen[7:], axis=0), rtol=1e-12)
+    assert not np.allclose(state.average["mu"], np.mean(seen[6:], axis=0), rtol=1e-9)

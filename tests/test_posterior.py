@@ -74,7 +74,7 @@ def test_mixture_of_one_fit_is_its_draws(fitted):
 def test_mixture_draws_and_density(fitted):
     _, result, _ = fitted
     other = bnn_zoo.fit(result.model, method="fullrank_advi", steps=300, optimizer=optax.adam(0.01),
-                        init_std=0.05, seed=1, progressbar=False)
+                        init_std=0.05, warm_start=0, seed=1, progressbar=False)
     z, log_q = draw_z([result, other], 7, seed=3)
     # 4 draws of the first q, then 3 of the second, from one stream.
     rng = np.random.default_rng(3)

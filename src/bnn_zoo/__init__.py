@@ -13,9 +13,9 @@ Subpackages: ``bnn_zoo.models`` (priors and BNN builders), ``bnn_zoo.inference``
 (toy, regression and MNIST data) and ``bnn_zoo.experiments`` (the command lines).
 """
 
-from bnn_zoo.inference import (METHODS, CheckpointError, FitResult, NonFiniteLossError, fit, loo,
-                               precision, predict, sample)
+from bnn_zoo.inference import (METHODS, CheckpointError, ConvergenceWarning, FitResult,
+                               NonFiniteLossError, fit, loo, precision, predict, sample)
 
-__all__ = ["METHODS", "CheckpointError", "FitResult", "NonFiniteLossError", "fit", "loo", "precision",
+__all__ = ["METHODS", "CheckpointError", "ConvergenceWarning", "FitResult", "NonFiniteLossError", "fit", "loo", "precision",
            "predict", "sample"]
 __version__ = "0.2.0"
