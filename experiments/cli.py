@@ -61,6 +61,13 @@ def nonneg_float(text):
     return value
 
 
+def unit_interval(text):
+    value = _number(float, text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
+    return value
+
+
 def fraction(text):
     value = _number(float, text)
     if not 0 < value <= 1:

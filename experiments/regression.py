@@ -41,7 +41,10 @@ BETAS = (1.0, 0.1, 0.01, 0.001, 0.0001)  # seed 000's sweep
 # means extrapolate differently, and five of them pooled spread ~4x as far outside.
 ARCHITECTURE = {"sine": dict(hidden=(10, 10), activation="tanh", restarts=5),
                 "blundell": dict(hidden=(10, 10), activation="relu", restarts=1)}
-DEFAULTS = dict(steps=20_000, lr=0.003, init_std=0.01, draws=1000, restarts=None, beta=None)
+# 50,000 steps of a cosine decay from 0.003 pass the convergence test (20,000 at a constant 0.003
+# did not: the ELBO still rose by 10 nats over the last 4,000), docs/results.md.
+DEFAULTS = dict(steps=50_000, lr=0.003, lr_schedule="cosine", lr_final=0.01, init_std=0.01, draws=1000,
+                restarts=None, beta=None)
 PREDICTIVE_REPLICAS = 4  # noise draws per posterior draw for the predictive interval
 
 

@@ -22,15 +22,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import fcntl
+import hashlib
 import importlib.metadata
 import multiprocessing as mp
 import os
 import re
 import shutil
 import sys
+import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +45,14 @@ import pymc as pm
 import bnn_zoo
 from bnn_zoo.data.mnist import MNISTError
 from bnn_zoo.experiments.cli import (HelpFormatter, Parser, UsageError, check_writable, fraction,
-                                     nonneg_int, positive_float, positive_int)
-from bnn_zoo.inference import CheckpointError, NonFiniteLossError, optim
+                                     nonneg_int, positive_float, positive_int, unit_interval)
+from bnn_zoo.inference import CheckpointError, ConvergenceWarning, NonFiniteLossError, optim, psis
+from bnn_zoo.inference.advi import MAX_STEPS
+from bnn_zoo.inference.diagnostics import Convergence
 from bnn_zoo.inference.engine import steps_per_epoch
 from bnn_zoo.inference.families import METHODS
 from bnn_zoo.inference.io import atomic_dir, write_json
+from bnn_zoo.inference.posterior import elbo as q_elbo
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,7 @@ class RunConfig:
 
     dataset: str = ""  # the run folder's parent: one per data set (or architecture)
     seed: int = 0
+    init_seed: int | None = None  # of the initial means and the noise; default: seed
     method: str = "advi"
     steps: int = 10_000
     epochs: int | None = None
@@ -74,7 +83,10 @@ class RunConfig:
     init_std: float = 0.01
     mc_samples: int = 1
     path_derivative: bool = False
+    average: float = 0.0
+    fullrank_lr: float = 0.001  # the full-rank phase's, after a mean-field fit with ``lr``
     restarts: int = 1
+    pick: str = "mixture"
     draws: int = 500
     float32: bool = False
     resume: bool = False
@@ -82,6 +94,7 @@ class RunConfig:
     out: Path = Path("results")
     figures: Path = Path("figures")
     progress: bool = True
+    keep_draws: bool = True  # write idata.nc (a sweep's many runs keep only their metrics)
 
     @property
     def name(self) -> str:
@@ -94,7 +107,7 @@ class RunConfig:
 
     def record(self) -> dict:
         """The settings as written to metrics.json."""
-        skip = {"out", "figures", "progress", "resume", "checkpoint_every"}
+        skip = {"out", "figures", "progress", "resume", "checkpoint_every", "keep_draws"}
         return {k: list(v) if isinstance(v, tuple) else v
                 for k, v in dataclasses.asdict(self).items() if k not in skip}
 
@@ -186,13 +199,23 @@ def add_fit_arguments(p: argparse.ArgumentParser, exp: Experiment) -> None:
     g.add_argument("--mc-samples", type=positive_int, default=d["mc_samples"],
                    help="Monte Carlo draws of q per step")
     g.add_argument("--path-derivative", action="store_true",
-                   help="the 'sticking the landing' gradient of the entropy term")
+                   help="the 'sticking the landing' gradient of the entropy term (default: only for "
+                   "full-rank after its mean-field warm start)")
+    g.add_argument("--fullrank-lr", type=positive_float, default=d["fullrank_lr"],
+                   help="with --method fullrank_advi: the learning rate of the full-rank fit, which "
+                   "starts from a mean-field fit made with --lr (same schedule and steps each)")
+    g.add_argument("--average", type=unit_interval, default=d["average"],
+                   help="share of the final steps whose iterates are averaged into q")
     g.add_argument("--restarts", type=positive_int, default=d["restarts"],
-                   help="fits from other initial means (seeds seed, seed + 1, ...), pooled as an "
-                   "equal-weight mixture")
+                   help="fits from other initial means (seeds seed, seed + 1, ...)")
+    g.add_argument("--pick", choices=("best", "mixture"), default=d["pick"],
+                   help="of the restarts: the one with the highest ELBO, or their equal-weight mixture")
     g.add_argument("--draws", type=positive_int, default=d["draws"],
                    help="posterior draws for predictions" + (" and LOO" if exp.loo else ""))
     g.add_argument("--seed", type=nonneg_int, default=d["seed"], help="data, init and Monte Carlo seed")
+    g.add_argument("--init-seed", type=nonneg_int, default=None,
+                   help="seed of the initial means and the Monte Carlo noise only (default: --seed); "
+                   "restart k uses it + k")
     g = p.add_argument_group("output")
     if exp.minibatches:
         g.add_argument("--checkpoint-every", type=positive_int, default=d["checkpoint_every"],
@@ -267,35 +290,67 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
         model = exp.model(cfg, data)
     per_epoch = steps_per_epoch(minibatch_rows(model), cfg.batch_size)
     steps = cfg.epochs * per_epoch if cfg.epochs else cfg.steps
+    if steps > MAX_STEPS:
+        raise UsageError(f"--epochs {cfg.epochs:,} of {per_epoch:,} steps is more than {MAX_STEPS:,} steps")
     decays = {e * per_epoch: cfg.lr_decay_factor for e in cfg.lr_decay_epochs}
     if cfg.batch_size is not None and cfg.batch_size > minibatch_rows(model):
         raise UsageError(f"--batch-size {cfg.batch_size} is larger than the training set "
                          f"({minibatch_rows(model)} rows)")
     checkpoints = _checkpoints(cfg) if exp.minibatches else [(None, None)] * cfg.restarts
-    optimizer = optim.make(cfg.optimizer, cfg.lr, steps, schedule_kind=cfg.lr_schedule,
-                           final=cfg.lr_final, decays=decays)
-    fits = [bnn_zoo.fit(model, method=cfg.method, steps=steps, optimizer=optimizer,
-                        batch_size=cfg.batch_size, init_std=cfg.init_std, beta=cfg.beta,
+    def optimizer(lr):
+        return optim.make(cfg.optimizer, lr, steps, schedule_kind=cfg.lr_schedule,
+                          final=cfg.lr_final, decays=decays)
+
+    def one_fit(k, running, resume):
+        settings = dict(steps=steps, batch_size=cfg.batch_size, beta=cfg.beta,
                         kl_weighting=cfg.kl_weighting, mc_samples=cfg.mc_samples,
-                        path_derivative=cfg.path_derivative, seed=cfg.seed + k,
-                        progressbar=cfg.progress, checkpoint=running, resume=resume,
-                        checkpoint_every=cfg.checkpoint_every)
-            for k, (running, resume) in enumerate(checkpoints)]
+                        average=cfg.average, progressbar=cfg.progress,
+                        seed=(cfg.seed if cfg.init_seed is None else cfg.init_seed) + k)
+        mean_field = bnn_zoo.fit(model, optimizer=optimizer(cfg.lr), init_std=cfg.init_std,
+                                 path_derivative=cfg.path_derivative, checkpoint=running,
+                                 resume=resume, checkpoint_every=cfg.checkpoint_every, **settings)
+        if cfg.method == "advi":
+            return mean_field
+        # Full-rank from the mean-field fit (docs/engine.md): from its own narrow start it
+        # diverges at the mean-field learning rate, and is slow at smaller ones.
+        full = bnn_zoo.fit(model, method="fullrank_advi", optimizer=optimizer(cfg.fullrank_lr),
+                           init=mean_field, warm_start=0, path_derivative=cfg.path_derivative,
+                           **settings)
+        full.seconds += mean_field.seconds
+        full.config = dict(full.config, warm_start=len(mean_field.elbo),
+                           warm_start_elbo_final=mean_field.elbo_final)
+        return full
+
+    with warnings.catch_warnings():  # reported in the metrics, and as one line by main
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fits = [one_fit(k, running, resume) for k, (running, resume) in enumerate(checkpoints)]
     t0 = time.perf_counter()
-    idata = bnn_zoo.sample(fits, cfg.draws, seed=cfg.seed, log_likelihood=exp.loo)
-    evaluation = exp.evaluate(cfg, data, fits, idata)
+    elbos = [q_elbo(f, seed=cfg.seed)[0] for f in fits] if cfg.restarts > 1 else None
+    picked = int(np.argmax(elbos)) if cfg.pick == "best" and cfg.restarts > 1 else None
+    chosen = fits if picked is None else [fits[picked]]
+    checks = [f.convergence for f in chosen]
+    worst = next((c for c in checks if not c.converged), checks[0])
+    idata = bnn_zoo.sample(chosen, cfg.draws, seed=cfg.seed, log_likelihood=exp.loo)
+    evaluation = exp.evaluate(cfg, data, chosen, idata)
+    stats = idata["sample_stats"]
+    ratio = (stats["log_p"] - stats["log_q"]).values.ravel()  # the ELBO of q (of the mixture, for several)
+    q_elbo_mean = float(ratio.mean()) if np.isfinite(ratio).all() else None
     predict_seconds = time.perf_counter() - t0
     if not exp.keep_posterior:
         del idata["posterior"]
     ran = [len(f.elbo) - f.config["resumed_at"] for f in fits]
     metrics = {
         "experiment": exp.name, **cfg.record(), "steps": steps, "steps_per_epoch": per_epoch,
-        "optimizer_description": fits[0].config["optimizer"],
-        "optimizer_history": fits[0].config["history"],
-        "n_params": fits[0].layout.dim,
+        "warm_start_steps": chosen[0].config.get("warm_start"),
+        "optimizer_description": chosen[0].config["optimizer"],
+        "optimizer_history": chosen[0].config["history"],
+        "n_params": chosen[0].layout.dim,
+        **worst.record(), "converged": all(c.converged for c in checks),
         **evaluation.metrics,
-        "elbo_final": float(np.mean([f.elbo_final for f in fits])),
-        "elbo_restarts": [f.elbo_final for f in fits] if cfg.restarts > 1 else None,
+        "elbo_final": float(np.mean([f.elbo_final for f in chosen])),
+        "elbo_q": q_elbo_mean,
+        "elbo_q_se": float(ratio.std(ddof=1) / np.sqrt(len(ratio))) if q_elbo_mean is not None else None,
+        "elbo_restarts": elbos, "picked_restart": picked,
         "fit_seconds": float(sum(f.seconds for f in fits)),
         "ms_per_step": float(np.mean([f.ms_per_step for f in fits])) if min(ran) > 1 else None,
         "compile_seconds": fits[0].compile_seconds if ran[0] else None,
@@ -303,7 +358,8 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
         "resumed_at_step": fits[0].config["resumed_at"],
     }
     with atomic_dir(cfg.run_dir) as staging:
-        idata.to_netcdf(staging / "idata.nc")
+        if cfg.keep_draws:
+            idata.to_netcdf(staging / "idata.nc")
         write_json(staging / "metrics.json", metrics)
         for name, write in evaluation.files.items():
             write(staging / name)
@@ -448,6 +504,7 @@ def main(exp: Experiment, argv=None, prog: str | None = None) -> int:
         check_writable(args.out, "--out")
         check_writable(args.figures, "--figures")
         for cfg in cfgs:
+            check(exp, cfg)
             late = [e for e in cfg.lr_decay_epochs if cfg.epochs and e >= cfg.epochs]
             if late:
                 raise UsageError(f"--lr-decay-epochs {','.join(map(str, late))} is not before "
@@ -455,13 +512,15 @@ def main(exp: Experiment, argv=None, prog: str | None = None) -> int:
             if exp.minibatches:
                 _checkpoints(cfg)
         use_compilation_cache()
-        with _xla_flags(exp.xla_flags):
+        with contextlib.ExitStack() as locks, _xla_flags(exp.xla_flags):
+            for cfg in cfgs:
+                locks.enter_context(_lock(cfg.run_dir))
             t0 = time.perf_counter()
             groups = _groups(cfgs)
-            records = run_many(exp, groups, getattr(args, "jobs", 1),
-                               lambda r: print(exp.report(r), flush=True))
-            if exp.summarize is not None:
-                print(exp.summarize(args, records))
+            records = run_many(exp, groups, getattr(args, "jobs", 1), partial(_report, exp, prog))
+            summary = exp.summarize(args, records) if exp.summarize is not None else ""
+            if summary:
+                print(summary)
             if len(records) > 1:
                 jobs = getattr(args, "jobs", 1)
                 print(f"{len(records)} runs in {time.perf_counter() - t0:.1f} s wall ({jobs} jobs)")
@@ -469,13 +528,65 @@ def main(exp: Experiment, argv=None, prog: str | None = None) -> int:
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
     except NonFiniteLossError as err:
-        print(f"{prog}: error: {err} (try a smaller --lr or --init-std)", file=sys.stderr)
+        resume = "; --resume continues from the last checkpoint" if exp.minibatches else ""
+        print(f"{prog}: error: {err} (try a smaller --lr or --init-std{resume})", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         hint = " (add --resume to continue from the last checkpoint)" if exp.minibatches else ""
         print(f"{prog}: interrupted{hint}", file=sys.stderr)
         return 130
     return 0
+
+
+@contextlib.contextmanager
+def _lock(run_dir: Path):
+    """Hold a lock on the run folder while the run writes it: a second run into the same
+    folder, at the same time, is refused instead of overwriting this one's checkpoints.
+
+    The lock files live outside ``--out`` (in the system's temporary folder,
+    named by a hash of the folder's absolute path), so a refused or failed run
+    leaves nothing behind there.
+    """
+    folder = Path(tempfile.gettempdir()) / f"bnn-zoo-locks-{os.getuid()}"
+    folder.mkdir(exist_ok=True)
+    name = hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:24]
+    with open(folder / f"{name}.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(f"another run is writing {run_dir} right now") from None
+        yield
+
+
+def check(exp: Experiment, cfg: RunConfig) -> None:
+    """What the flags' own types cannot check, before anything is fitted."""
+    if exp.loo and cfg.draws < psis.MIN_DRAWS:
+        raise UsageError(f"--draws {cfg.draws}: PSIS-LOO needs at least {psis.MIN_DRAWS} draws")
+    if cfg.draws < cfg.restarts:
+        raise UsageError(f"--draws {cfg.draws} is fewer than --restarts {cfg.restarts}: each fit "
+                         "needs a draw")
+    if exp.minibatches and cfg.method == "fullrank_advi":
+        raise UsageError("--method fullrank_advi: a full-rank factor of every weight would not fit in "
+                         "memory (d^2 numbers); use advi")
+    if cfg.steps > MAX_STEPS or (cfg.epochs or 0) > MAX_STEPS:
+        flag = "--epochs" if cfg.epochs else "--steps"
+        raise UsageError(f"{flag} {cfg.epochs or cfg.steps:,} is more than {MAX_STEPS:,} steps")
+
+
+def _report(exp: Experiment, prog: str, record: Record) -> None:
+    """The run's line on stdout, and a one-line warning on stderr if a fit did not converge."""
+    print(exp.report(record), flush=True)
+    if not record.metrics["converged"]:
+        print(f"{prog}: warning: {record.dir}: the fit did not converge: "
+              f"{convergence_text(record.metrics)}; try more steps or a decaying --lr-schedule",
+              file=sys.stderr, flush=True)
+
+
+def convergence_text(metrics: dict) -> str:
+    """The convergence test's finding, from a run's metrics."""
+    return Convergence(**{k: metrics[f"convergence_{k}"] for k in
+                          ("finite", "elbo_change", "elbo_change_se", "window", "elbo_mean")},
+                       converged=False).describe()
 
 
 def _groups(cfgs: list) -> list[list]:

@@ -11,9 +11,9 @@ from bnn_zoo.data import mnist
 
 MNIST = ["--epochs", "1", "--batch-size", "100", "--draws", "3", "--no-progress"]
 TINY = {
-    "moons": ["--steps", "200", "--draws", "30", "--n-train", "50", "--n-test", "20"],
-    "circles": ["--steps", "200", "--draws", "30", "--n-train", "50", "--n-test", "20"],
-    "toy": ["--steps", "200", "--draws", "30", "--n-train", "50", "--n-test", "20", "--all-priors",
+    "moons": ["--steps", "200", "--draws", "30", "--n-train", "50", "--n-test", "20", "--restarts", "1"],
+    "circles": ["--steps", "200", "--draws", "30", "--n-train", "50", "--n-test", "20", "--restarts", "1"],
+    "toy": ["--steps", "200", "--draws", "30", "--n-train", "50", "--n-test", "20", "--restarts", "1", "--all-priors",
             "--priors", "normal", "--hyperpriors", "fixed,halfnormal", "--jobs", "1"],
     "regression": ["--steps", "200", "--draws", "40", "--beta", "1", "--restarts", "2"],
     "mnist-cnn": [*MNIST, "--channels", "2", "2", "--dense", "4"],

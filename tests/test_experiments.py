@@ -4,8 +4,10 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import arviz as az
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -14,7 +16,8 @@ from bnn_zoo.experiments.toy import main
 from tests.conftest import command_env
 
 REQUIRED = {"dataset", "prior", "hyperprior", "method", "seed", "steps", "noise", "accuracy", "nll",
-            "brier", "ece", "elbo_final", "fit_seconds", "elpd_loo", "optimizer_description"}
+            "brier", "ece", "elbo_final", "fit_seconds", "elpd_loo", "optimizer_description",
+            "bayes_accuracy", "bayes_nll", "converged", "convergence_elbo_change", "elbo_q"}
 
 
 def bnn_zoo(*args, cwd, timeout=900):
@@ -38,13 +41,18 @@ def bnn_zoo(*args, cwd, timeout=900):
         (["--n-train", "1"], "argument --n-train: must be >= 2"),
         (["--lr", "abc"], "argument --lr: invalid float value: 'abc'"),
         (["--lr-final", "0"], "argument --lr-final: must be in (0, 1]"),
+        (["--draws", "24"], "--draws 24: PSIS-LOO needs at least 25 draws"),
+        (["--restarts", "30", "--draws", "25"], "--draws 25 is fewer than --restarts 30"),
+        (["--steps", "1000000000000"], "--steps 1,000,000,000,000 is more than 100,000,000 steps"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, args, message):
     out, fig = tmp_path / "out", tmp_path / "fig"
-    with pytest.raises(SystemExit) as exit_:
-        main([*args, "--out", str(out), "--figures", str(fig)], dataset="moons")
-    assert exit_.value.code == 2
+    try:
+        code = main([*args, "--out", str(out), "--figures", str(fig)], dataset="moons")
+    except SystemExit as exit_:  # argparse's own checks
+        code = exit_.code
+    assert code == 2
     stderr = capsys.readouterr().err
     assert message in stderr
     assert len(stderr.strip().splitlines()) == 1
@@ -88,6 +96,11 @@ def test_a_run_writes_the_output_contract(tmp_path):
     assert REQUIRED <= set(metrics)
     assert (metrics["prior"], metrics["hyperprior"], metrics["seed"], metrics["steps"]) == (
         "laplace", "halfcauchy", 3, 1500)
+    # The defaults: the best of 3 restarts by the ELBO of their q.
+    assert metrics["restarts"] == 3 and metrics["pick"] == "best"
+    assert metrics["picked_restart"] == int(np.argmax(metrics["elbo_restarts"]))
+    assert metrics["lr_schedule"] == "cosine" and metrics["converged"] in (True, False)
+    assert 0.5 < metrics["bayes_accuracy"] <= 1 and metrics["elbo_q"] < 0
     assert 0.8 <= metrics["accuracy"] <= 1.0
     idata = az.from_netcdf(folder / "idata.nc")
     assert idata["posterior"]["W_2"].shape == (1, 100, 5, 2)
@@ -103,7 +116,7 @@ def test_a_run_writes_the_output_contract(tmp_path):
 def test_all_priors_compares_the_grid_on_each_data_set(tmp_path):
     # A 2 x 2 grid keeps CI short; the 16 pairs are fitted in test_models.py.
     grid = ["--all-priors", "--priors", "laplace,cauchy", "--hyperpriors", "fixed,inversegamma",
-            "--steps", "300", "--draws", "60", "--n-train", "200", "--n-test", "100"]
+            "--steps", "300", "--draws", "60", "--n-train", "200", "--n-test", "100", "--restarts", "1"]
     proc = bnn_zoo("toy", *grid, "--out", "res", "--figures", "fig", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for dataset in ("moons", "circles"):
@@ -171,8 +184,30 @@ def test_xla_flags_keep_the_users(monkeypatch):
 
 def test_main_puts_xla_flags_back(monkeypatch, tmp_path):
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true")
-    code = main(["--steps", "5", "--draws", "30", "--n-train", "20", "--n-test", "10",
+    code = main(["--steps", "5", "--draws", "30", "--n-train", "20", "--n-test", "10", "--restarts", "1",
                  "--out", str(tmp_path / "out"), "--figures", str(tmp_path / "fig"),
                  "--no-progress"], dataset="moons")
     assert code == 0
     assert os.environ["XLA_FLAGS"] == "--xla_cpu_multi_thread_eigen=true"
+
+
+def test_a_second_run_into_the_same_folder_at_once_is_refused(tmp_path):
+    cfg_dir = (tmp_path / "out" / "moons" / "normal-inversegamma-s0")
+    with runner._lock(cfg_dir):  # as a run in progress holds it
+        proc = bnn_zoo("moons", "--steps", "50", "--draws", "30", "--restarts", "1", "--out", "out", "--figures", "fig",
+                       cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"bnn-zoo moons: error: another run is writing {Path('out/moons/normal-inversegamma-s0')} right now"
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unconverged_fit_says_so(tmp_path):
+    # 2,000 steps at a tenth of a useful rate: the ELBO is still climbing steadily.
+    proc = bnn_zoo("moons", "--steps", "2000", "--lr", "0.001", "--lr-schedule", "constant", "--restarts", "1",
+                   "--draws", "30", "--out", "out", "--figures", "fig", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    warning = [line for line in proc.stderr.splitlines() if "warning" in line]
+    assert len(warning) == 1 and "the fit did not converge: the ELBO is still rising" in warning[0]
+    m = json.loads((tmp_path / "out" / "moons" / "normal-inversegamma-s0" / "metrics.json").read_text())
+    assert m["converged"] is False and m["convergence_elbo_change"] > 3 * m["convergence_elbo_change_se"]
+    assert "(not converged)" in proc.stdout

@@ -11,6 +11,7 @@ import xarray as xr
 from bnn_zoo.data import mnist as mnist_data
 from bnn_zoo.evaluation.pruning import FRACTIONS, cutoff, keep_mask, prune_table, pruning_masks
 from bnn_zoo.experiments import mnist_bbb
+from tests.conftest import command_env
 
 QUICK = ["--epochs", "2", "--batch-size", "50", "--draws", "3", "--no-progress"]
 
@@ -111,6 +112,8 @@ def test_gaussian_prior_scale_and_constant_weighting(data_copy, tmp_path):
     (["--lr-decay-epochs", "80,x"], "--lr-decay-epochs: must be comma-separated epochs"),
     (["--lr-decay-factor", "0"], "--lr-decay-factor: must be positive"),
     (["--lr-decay-epochs", "2"], "--lr-decay-epochs 2 is not before --epochs 2"),
+    (["--epochs", "1000000000000"], "--epochs 1,000,000,000,000 is more than 100,000,000 steps"),
+    (["--seed", "-1"], "--seed: must be an integer >= 0"),
 ])
 def test_bad_arguments_exit_2_with_one_line_and_write_nothing(data_copy, tmp_path, capsys, extra,
                                                               message):
@@ -121,3 +124,64 @@ def test_bad_arguments_exit_2_with_one_line_and_write_nothing(data_copy, tmp_pat
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists() and not (tmp_path / "fig").exists()
+
+
+def test_resume_refuses_a_checkpoint_fitted_under_other_settings(data_copy, tmp_path, capsys):
+    # The objective's settings are in the checkpoint's fingerprint: the prior's scale (a
+    # constant of the model's graph) and the data as normalised (a hash of the values).
+    assert run(tmp_path, "--limit-train", "100") == 0
+    target = tmp_path / "out" / "mnist_bbb_2x400" / "gaussian-fixed-s0"
+    before = (target / "metrics.json").read_bytes()
+    capsys.readouterr()
+    for extra, message in ((["--prior-scale", "2"], "the model differs"),
+                           (["--normalize", "255"], "the values of data 'X' differ")):
+        assert run(tmp_path, "--limit-train", "100", "--resume", *extra) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1
+    assert (target / "metrics.json").read_bytes() == before
+
+
+def test_a_diverged_fit_can_be_resumed_with_a_smaller_learning_rate(data_copy, tmp_path, capsys):
+    assert run(tmp_path, "--epochs", "1") == 0  # 10 steps: 500 training images in batches of 50
+    target = tmp_path / "out" / "mnist_bbb_2x400" / "gaussian-fixed-s0"
+    capsys.readouterr()
+    assert run(tmp_path, "--epochs", "3", "--resume", "--lr", "1000") == 1
+    err = capsys.readouterr().err
+    assert "ELBO is" in err and "--resume continues from the last checkpoint" in err
+    assert json.loads((target / "metrics.json").read_text())["steps"] == 10  # untouched
+    assert run(tmp_path, "--epochs", "3", "--resume", "--lr", "0.0005") == 0
+    m = json.loads((target / "metrics.json").read_text())
+    assert m["resumed_at_step"] == 10 and m["steps"] == 30
+    assert m["optimizer_history"] == [[0, "adam(lr=constant(0.001))"], [10, "adam(lr=constant(0.0005))"]]
+
+
+def test_a_run_killed_and_resumed_ends_where_an_uninterrupted_one_does(data_copy, tmp_path, tiny_checksums):
+    """kill -9 mid-fit, then --resume: the same final state as a fit never interrupted."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    args = ["--data-dir", str(data_copy), "--epochs", "30", "--batch-size", "50", "--draws", "3",
+            "--checkpoint-every", "10", "--no-progress", "--figures", str(tmp_path / "fig")]
+    script = ("import sys; from bnn_zoo.data import mnist; mnist.CHECKSUMS.update(%r); "
+              "from bnn_zoo.experiments import mnist_bbb; sys.exit(mnist_bbb.main(sys.argv[1:]))"
+              % tiny_checksums)
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-c", script, *args, "--out", str(killed)],
+                            env=command_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    checkpoint = killed / "mnist_bbb_2x400" / "gaussian-fixed-s0.checkpoint.nc"
+    deadline = time.monotonic() + 300
+    while not checkpoint.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert checkpoint.exists() and not (killed / "mnist_bbb_2x400" / "gaussian-fixed-s0").exists()
+    assert mnist_bbb.main([*args, "--out", str(killed), "--resume"]) == 0
+    assert mnist_bbb.main([*args, "--out", str(tmp_path / "whole")]) == 0
+    finals = [xr.open_dataset(d / "mnist_bbb_2x400" / "gaussian-fixed-s0" / "variational.nc").load()
+              for d in (killed, tmp_path / "whole")]
+    assert int(json.loads(finals[0].attrs["history"])[0][0]) == 0 and finals[0]["elbo"].size == 300
+    for name in finals[1].data_vars:
+        np.testing.assert_array_equal(finals[0][name].values, finals[1][name].values)
