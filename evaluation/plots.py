@@ -299,3 +299,74 @@ def regression_sweep(path, x_train, y_train, x_grid, truth, panels: list[dict], 
         fig.suptitle(title, fontsize=11 if cols > 1 else 9.5)
     fig.tight_layout()
     _save(fig, path)
+
+
+# --- prior sweeps (bnn-zoo report) ------------------------------------------------
+
+
+def _by_dataset(frame):
+    datasets = sorted(frame["dataset"].unique())
+    fig, axes = plt.subplots(1, len(datasets), figsize=(6.2 * len(datasets), 4.6), squeeze=False)
+    return fig, list(zip(datasets, axes[0]))
+
+
+def sweep_lines(path, frame, column: str, ylabel: str, styles: dict) -> None:
+    """``frame[column]`` (with ``_lo``/``_hi`` interval columns) against the noise, one line per
+    prior pair (colour: weight prior, line style: hyperprior), one panel per data set."""
+    priors = sorted({p.split("-")[0] for p in frame["pair"]})
+    colors = dict(zip(priors, plt.cm.tab10(np.arange(len(priors)))))
+    fig, panels = _by_dataset(frame)
+    for dataset, ax in panels:
+        d = frame[frame["dataset"] == dataset]
+        pairs = sorted(d["pair"].unique())
+        for k, pair in enumerate(pairs):
+            prior, hyper = pair.split("-")
+            t = d[d["pair"] == pair].sort_values("noise")
+            x = t["noise"] + (k - len(pairs) / 2) * 0.002  # a small dodge keeps the bars apart
+            ax.errorbar(x, t[column], yerr=[t[column] - t[f"{column}_lo"], t[f"{column}_hi"] - t[column]],
+                        color=colors[prior], ls=styles.get(hyper, "-"), lw=1.2, capsize=2, label=pair)
+        ax.axhline(0, color="0.5", lw=0.8)
+        ax.set_title(dataset)
+        ax.set_xlabel("noise")
+        ax.set_ylabel(ylabel)
+    panels[-1][1].legend(fontsize=7, ncol=2, loc="best")
+    fig.suptitle("mean over seeds with 95% intervals (colour: weight prior; line: hyperprior)", y=1.0)
+    _save(fig, path)
+
+
+def hyperprior_effect(path, effects, styles: dict) -> None:
+    """Each hyperprior's held-out ELPD gain over the fixed scale against the noise (95% intervals)."""
+    fig, panels = _by_dataset(effects)
+    for dataset, ax in panels:
+        d = effects[effects["dataset"] == dataset]
+        for k, (hyper, t) in enumerate(d.groupby("hyperprior")):
+            t = t.sort_values("noise")
+            ax.errorbar(t["noise"] + (k - 1) * 0.004, t["elpd_gain"],
+                        yerr=[t["elpd_gain"] - t["elpd_gain_lo"], t["elpd_gain_hi"] - t["elpd_gain"]],
+                        ls=styles.get(hyper, "-"), marker="o", ms=3, capsize=3, label=hyper)
+        ax.axhline(0, color="0.5", lw=0.8)
+        ax.set_title(dataset)
+        ax.set_xlabel("noise")
+        ax.set_ylabel("held-out ELPD gain over fixed scale (nats / 1,000 points)")
+    panels[-1][1].legend(fontsize=8)
+    fig.suptitle("hyperprior minus fixed scale, same weight prior and data (mean over priors; 95% intervals "
+                 "over seeds)", y=1.0)
+    _save(fig, path)
+
+
+def loo_vs_test(path, table) -> None:
+    """PSIS-LOO (per training point) against the held-out ELPD (per test point), one dot per fit,
+    coloured by the share of the fit's points whose Pareto k is above 0.7."""
+    fig, panels = _by_dataset(table)
+    for dataset, ax in panels:
+        d = table[table["dataset"] == dataset]
+        dots = ax.scatter(d["elpd_test_mean"], d["elpd_loo_mean"], c=d["pareto_k_bad_share"], cmap="viridis",
+                          vmin=0, vmax=max(0.05, float(d["pareto_k_bad_share"].max())), s=10)
+        lo = float(np.nanmin([d["elpd_test_mean"].min(), d["elpd_loo_mean"].min()]))
+        hi = float(np.nanmax([d["elpd_test_mean"].max(), d["elpd_loo_mean"].max()]))
+        ax.plot([lo, hi], [lo, hi], color="0.5", lw=0.8)
+        ax.set_title(dataset)
+        ax.set_xlabel("held-out ELPD per test point")
+        ax.set_ylabel("PSIS-LOO ELPD per training point")
+        fig.colorbar(dots, ax=ax, label="share of points with k-hat > 0.7")
+    _save(fig, path)

@@ -283,6 +283,12 @@ def minibatch_rows(model: pm.Model) -> int:
     return int(model.data_vars[0].get_value().shape[0])
 
 
+def make_optimizer(cfg: RunConfig, lr: float, steps: int, decays: dict | None = None):
+    """The run's optimizer at learning rate ``lr``: ``cfg.optimizer`` under its schedule."""
+    return optim.make(cfg.optimizer, lr, steps, schedule_kind=cfg.lr_schedule, final=cfg.lr_final,
+                      decays=decays or {})
+
+
 def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
     """Fit, sample, evaluate and write one run."""
     data = exp.data(cfg) if data is None else data
@@ -298,8 +304,7 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
                          f"({minibatch_rows(model)} rows)")
     checkpoints = _checkpoints(cfg) if exp.minibatches else [(None, None)] * cfg.restarts
     def optimizer(lr):
-        return optim.make(cfg.optimizer, lr, steps, schedule_kind=cfg.lr_schedule,
-                          final=cfg.lr_final, decays=decays)
+        return make_optimizer(cfg, lr, steps, decays)
 
     def one_fit(k, running, resume):
         settings = dict(steps=steps, batch_size=cfg.batch_size, beta=cfg.beta,

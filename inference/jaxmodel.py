@@ -118,7 +118,8 @@ class ModelFunction:
     container of ``model.data_vars``, of any length; ``log_lik`` is the sum
     of the observed variables' and potentials' terms, scaled to the full data
     by the observed variables' ``total_size``; ``pointwise`` the elementwise
-    log density of each observed variable (``observed``), unscaled;
+    log density of each observed variable (``observed``), times ``total_size``
+    over the data's rows where it has one (1 on the data it was built with);
     ``variables`` the free variables (constrained) and deterministics
     (``names``). The fit and the posterior all trace this one function; JAX
     drops the outputs a caller does not use.

@@ -28,7 +28,7 @@ from xarray import DataTree
 from bnn_zoo.inference import families, psis
 from bnn_zoo.inference.engine import LOOP_BELOW_FLOPS
 from bnn_zoo.inference.advi import FitResult
-from bnn_zoo.inference.jaxmodel import compile_predictive
+from bnn_zoo.inference.jaxmodel import ModelFunction, compile_predictive
 
 MAP_BYTES = 8 * 2**20  # memory for the draws evaluated together (see _map_draws)
 
@@ -141,11 +141,17 @@ def evaluate_z(result: FitResult, z: np.ndarray, outputs: Sequence[str]) -> dict
     Names are model variables, ``"logp"`` or ``"loglik:<observed>"``
     (:meth:`~bnn_zoo.inference.jaxmodel.ModelFunction.select`).
     """
-    density, outputs = result.density, tuple(outputs)
+    return evaluate_draws(result.density, z, _data(result.model), outputs)
+
+
+def evaluate_draws(density: ModelFunction, z: np.ndarray, data: Sequence[np.ndarray],
+                   outputs: Sequence[str]) -> dict[str, np.ndarray]:
+    """:func:`evaluate_z` on given ``data`` (one array per data container) instead of the model's."""
+    outputs = tuple(outputs)
     select, unflatten = density.select(outputs), density.layout.unflatten
     evaluate = _map_draws(density.jitted, ("evaluate", outputs),
                           lambda z, data: select(unflatten(z), *data))
-    values = evaluate(jnp.asarray(z, dtype=result.model.value_vars[0].dtype), tuple(_data(result.model)))
+    values = evaluate(jnp.asarray(z, dtype=density.layout.slots[0][3]), tuple(data))
     return {name: np.asarray(v) for name, v in zip(outputs, values)}
 
 

@@ -292,3 +292,22 @@ def test_iterate_averaging_is_the_mean_of_the_iterates():
             np.testing.assert_array_equal(state.average["mu"], state.params["mu"])
     np.testing.assert_allclose(state.average["mu"], np.mean(seen[7:], axis=0), rtol=1e-12)
     assert not np.allclose(state.average["mu"], np.mean(seen[6:], axis=0), rtol=1e-9)
+
+
+def test_fit_many_is_the_separate_fits():
+    """One vmapped program over fits on two data sets, two seeds each: each fit is bnn_zoo.fit's."""
+    from bnn_zoo.inference.batch import fit_many
+
+    splits = [toy.load("moons", n_train=120, n_test=10, noise=0.2, seed=s) for s in (0, 1)]
+    models = [mlp_classifier(s.X_train, s.y_train, hidden=(4,), prior="laplace", hyperprior="halfnormal")
+              for s in splits]
+    settings = dict(steps=600, optimizer=optim.make("adam", 0.03, 600, schedule_kind="cosine"), average=0.2)
+    many = fit_many([models[0], models[0], models[1], models[1]], [0, 1, 0, 1], **settings)
+    for result, model, seed in zip(many, [models[0], models[0], models[1], models[1]], [0, 1, 0, 1]):
+        alone = bnn_zoo.fit(model, seed=seed, progressbar=False, **settings)
+        for name in alone.params:
+            np.testing.assert_allclose(result.params[name], alone.params[name], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(result.elbo, alone.elbo, rtol=1e-9)
+    assert not np.allclose(many[0].params["mu"], many[2].params["mu"])  # other data, another fit
+    with pytest.raises(ValueError, match="one structure"):
+        fit_many([models[0], mlp_classifier(splits[0].X_train, splits[0].y_train, hidden=(3,))], [0, 0])

@@ -1,4 +1,4 @@
-"""``bnn-zoo <experiment> [flags]``: every experiment behind one command."""
+"""``bnn-zoo <experiment> [flags]``: every experiment (and the prior sweep) behind one command."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ EXPERIMENTS = {
     "regression": "regression",
     "mnist-cnn": "mnist_cnn",
     "mnist-bbb": "mnist_bbb",
+    "sweep": "sweep",
+    "report": "report",
 }
 
 

@@ -1,0 +1,70 @@
+"""Fits per second: the sweep's vectorised tasks against one run at a time, in one process.
+
+    python -m benchmarks.sweep_speed [--fits 8] [--batch 48] [--steps 10000]
+
+Both paths fit the same toy configurations at the experiment's defaults
+(normal-inversegamma on moons at noise 0.3, 700 training and 10,000 test
+points, 3 restarts, 500 draws, PSIS-LOO and the test metrics): one at a time
+as ``bnn-zoo moons`` runs them (``runner.run``: fit, sample, predict, LOO,
+write), and together as ``bnn-zoo sweep`` runs a task (``sweep.fit_task``:
+one vmapped program, then the same evaluation without the DataTrees). One
+core, single-threaded XLA for both (the sweep's workers are so configured);
+each path is run once untimed first, so that compilation is not timed.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+
+def main(argv=None) -> int:
+    from bnn_zoo.experiments import runner, sweep, toy
+
+    p = argparse.ArgumentParser(prog="python -m benchmarks.sweep_speed", description=__doc__.splitlines()[0])
+    p.add_argument("--fits", type=int, default=8, help="fits timed one at a time")
+    p.add_argument("--batch", type=int, default=48, help="fits in the timed vectorised task")
+    p.add_argument("--steps", type=int, default=10_000)
+    args = p.parse_args(argv)
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    sweep_args = sweep.build_parser().parse_args(
+        ["--out", "unused", "--noise", "0.3", "--seeds", str(max(args.fits, args.batch) + 2),
+         "--steps", str(args.steps)])
+    cfgs = sweep.specs(sweep_args)
+    work = Path(tempfile.mkdtemp(prefix="sweep-speed-"))
+    exp = toy.experiment("moons")
+    warnings.simplefilter("ignore")
+
+    def one_at_a_time(part):
+        for cfg in part:
+            runner.run(exp, dataclasses.replace(cfg, out=work, figures=work, keep_draws=False))
+
+    rows = []
+    for name, fn, part, warm in (
+            ("one at a time (bnn-zoo moons)", one_at_a_time, cfgs[2:2 + args.fits], cfgs[:1]),
+            (f"vectorised, {args.fits} fits a task", sweep.fit_task, cfgs[2:2 + args.fits], cfgs[:args.fits]),
+            (f"vectorised, {args.batch} fits a task", sweep.fit_task, cfgs[2:2 + args.batch], cfgs[:args.batch])):
+        fn(warm)  # compiles (and fills JAX's caches) for this path
+        t0 = time.perf_counter()
+        fn(part)
+        seconds = time.perf_counter() - t0
+        rows.append((name, len(part), seconds))
+        print(f"{name:34s} {len(part):4d} fits {seconds:8.1f} s {len(part) / seconds:7.3f} fits/s", flush=True)
+    base = rows[0][1] / rows[0][2]
+    for name, n, seconds in rows[1:]:
+        print(f"{name}: {n / seconds / base:.2f}x the fits per second of one at a time")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

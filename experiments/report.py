@@ -1,0 +1,159 @@
+"""``bnn-zoo report SWEEP_DIR``: figures and a Markdown summary of a prior sweep.
+
+Reads the sweep's ``fits.parquet`` and writes into ``SWEEP_DIR/report/``
+(or ``--out``):
+
+- ``gap_vs_noise.png``: the accuracy gap to the Bayes-optimal classifier
+  against the noise, one line per pair with 95% intervals over the seeds,
+  one panel per data set;
+- ``elpd_differences.png``: each pair's held-out ELPD minus the best pair's
+  (paired over seeds), per noise level;
+- ``hyperprior_effect.png``: each hyperprior's gain over the fixed scale
+  against the noise;
+- ``loo_vs_test.png``: PSIS-LOO against the held-out ELPD (per point),
+  coloured by the share of Pareto k above 0.7;
+- ``summary.md``: the tables behind them and the verdict on seed 004's
+  conclusions, in words, with the numbers; ``*.csv``: the tables.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from bnn_zoo.experiments.cli import HelpFormatter, Parser, UsageError, check_writable
+
+HYPER_STYLE = {"fixed": "-", "halfnormal": "--", "halfcauchy": ":", "inversegamma": "-."}
+
+
+def build_parser(prog: str = "bnn-zoo report") -> Parser:
+    p = Parser(prog=prog, description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    p.add_argument("sweep", type=Path, help="a bnn-zoo sweep --out folder")
+    p.add_argument("--out", type=Path, default=None, help="where to write (default: SWEEP/report)")
+    return p
+
+
+def load(folder: Path):
+    import pandas as pd
+
+    from bnn_zoo.evaluation import sweeps
+
+    path = folder / "fits.parquet"
+    if not path.is_file():
+        raise UsageError(f"{folder} has no fits.parquet: run bnn-zoo sweep --out {folder} first")
+    table = pd.read_parquet(path)
+    missing = {"prior", "hyperprior", "noise", "seed", "elpd_test", "gap_accuracy"} - set(table.columns)
+    if missing:
+        raise UsageError(f"{path} is not a sweep's table (no {', '.join(sorted(missing))})")
+    if table["seed"].nunique() < 2:
+        raise UsageError(f"{path} has one seed: intervals over seeds need at least two (--seeds 2)")
+    return sweeps.with_pairs(table)
+
+
+def verdict(effects, trend, gaps, diffs, agreement) -> list[str]:
+    """Seed 004's conclusions against the sweep, in words."""
+    lines = []
+    overall = effects.groupby("hyperprior")[["elpd_gain", "accuracy_gain"]].mean()
+    helped = effects[effects["elpd_gain_lo"] > 0]
+    hurt = effects[effects["elpd_gain_hi"] < 0]
+    lines.append(
+        f"- **Do hyperpriors beat a fixed scale?** In {len(helped)} of {len(effects)} (data set, noise, "
+        f"hyperprior) cells the held-out ELPD gain over the fixed-scale pair has a 95% interval above "
+        f"zero, in {len(hurt)} below zero. Averaged over data sets and noise levels: "
+        + "; ".join(f"{h} {r.elpd_gain:+.1f} nats per 1,000 test points ({r.accuracy_gain:+.2f} accuracy points)"
+                    for h, r in overall.iterrows()) + ".")
+    for r in trend.itertuples():
+        grows = ("grows with the noise" if r.slope_lo > 0 else "shrinks with the noise" if r.slope_hi < 0
+                 else "shows no trend with the noise that the seeds can tell from none")
+        lines.append(f"- **{r.dataset}: does the gain grow with the noise?** The mean gain {grows}: "
+                     f"slope {r.slope:+.1f} nats per 1,000 points per unit of noise "
+                     f"(95% interval {r.slope_lo:+.1f} to {r.slope_hi:+.1f}).")
+    best = diffs[diffs["pair"] == diffs["best"]]
+    for dataset, b in best.groupby("dataset"):
+        tied = diffs[(diffs["dataset"] == dataset) & (diffs["diff_hi"] >= 0)]
+        n_tied = tied.groupby("noise")["pair"].count()
+        lines.append(f"- **{dataset}: which pair is best?** By held-out ELPD: "
+                     + ", ".join(f"noise {r.noise:g}: {r.pair} ({n_tied[r.noise] - 1} others within its 95% interval)"
+                                 for r in b.itertuples()) + ".")
+    default = gaps[gaps["pair"] == "normal-inversegamma"]
+    lines.append(f"- **How far from the best possible classifier?** The default pair (normal-inversegamma) "
+                 f"is {default['gap'].mean():.2f} accuracy points below the Bayes-optimal classifier on "
+                 f"average (worst cell {default['gap'].max():.2f}); the best cell of any pair "
+                 f"{gaps['gap'].min():.2f}.")
+    lines.append(f"- **Does PSIS-LOO rank the pairs as the held-out ELPD does?** Mean Spearman correlation "
+                 f"{agreement['spearman'].mean():.2f} (cells from {agreement['spearman'].min():.2f} to "
+                 f"{agreement['spearman'].max():.2f}); LOO picks the held-out best pair in "
+                 f"{agreement['same_best'].mean():.0%} of the seeds, and k-hat flags "
+                 f"{agreement['fits_flagged'].mean():.0%} of the fits (share of points with k > 0.7: "
+                 f"{agreement['points_flagged'].mean():.1%}).")
+    return lines
+
+
+def write_report(folder: Path, out: Path) -> Path:
+    from bnn_zoo.evaluation import plots, sweeps
+    from bnn_zoo.inference.io import atomic_write, write_text
+
+    table = load(folder)
+    gaps, diffs = sweeps.pair_gaps(table), sweeps.elpd_differences(table)
+    effects, trend = sweeps.hyperprior_effects(table), sweeps.effect_trend(table)
+    agreement = sweeps.loo_agreement(table)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, frame in (("gaps", gaps), ("elpd_differences", diffs), ("hyperprior_effects", effects),
+                        ("effect_trend", trend), ("loo_agreement", agreement)):
+        atomic_write(out / f"{name}.csv", lambda tmp, f=frame: f.to_csv(tmp, index=False, float_format="%.6g"))
+    plots.sweep_lines(out / "gap_vs_noise.png", gaps, "gap", "accuracy gap to Bayes-optimal (points)",
+                      HYPER_STYLE)
+    plots.sweep_lines(out / "elpd_differences.png", diffs.rename(columns={"diff": "gap", "diff_lo": "gap_lo",
+                                                                           "diff_hi": "gap_hi"}),
+                      "gap", "held-out ELPD minus the best pair's (nats / 1,000 points)", HYPER_STYLE)
+    plots.hyperprior_effect(out / "hyperprior_effect.png", effects, HYPER_STYLE)
+    plots.loo_vs_test(out / "loo_vs_test.png", table)
+    n = table.groupby(["dataset", "noise", "pair"]).size()
+    text = [f"# Prior sweep: {folder}", "",
+            f"{len(table)} fits: data sets {', '.join(sorted(table['dataset'].unique()))}; noise "
+            f"{', '.join(f'{v:g}' for v in sorted(table['noise'].unique()))}; {table['pair'].nunique()} prior "
+            f"pairs; {n.min() if n.min() == n.max() else f'{n.min()}-{n.max()}'} seeds each; {int(table['n_test'].iloc[0]):,} fresh test points per "
+            f"data set; {table['converged'].mean():.1%} of the fits converged. Intervals are 95% "
+            "Student-t intervals over the seeds of paired differences (every pair sees the same data "
+            "within a seed).", "", "## Verdict on seed 004", "",
+            *verdict(effects, trend, gaps, diffs, agreement), "",
+            "![accuracy gap](gap_vs_noise.png)", "", "![hyperprior effect](hyperprior_effect.png)", "",
+            "![ELPD differences](elpd_differences.png)", "", "![LOO against held-out](loo_vs_test.png)", "",
+            "## Hyperprior against fixed scale", "", _markdown(effects), "",
+            "## PSIS-LOO against the held-out ELPD", "", _markdown(agreement), "",
+            "## Accuracy gap to the Bayes-optimal classifier", "", _markdown(gaps), ""]
+    path = out / "summary.md"
+    write_text(path, "\n".join(text))
+    return path
+
+
+def _markdown(frame) -> str:
+    cols = list(frame.columns)
+    rows = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in frame.itertuples(index=False):
+        rows.append("| " + " | ".join(f"{v:.3g}" if isinstance(v, (float, np.floating)) else str(v)
+                                      for v in r) + " |")
+    return "\n".join(rows)
+
+
+def main(argv=None, prog: str = "bnn-zoo report") -> int:
+    parser = build_parser(prog)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return exit_.code
+    out = args.out or args.sweep / "report"
+    try:
+        check_writable(out, "--out")
+        path = write_report(args.sweep, out)
+    except UsageError as err:
+        print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        return 2
+    print(f"report: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,485 @@
+"""Prior sweeps: many toy fits, vectorised, resumable, on one machine or a Dask cluster.
+
+    bnn-zoo sweep --out sweeps/priors --datasets moons,circles --noise 0.1,0.2,0.3,0.4,0.5 \\
+        --all-priors --seeds 10
+
+runs every combination of data set, noise level, prior pair and seed (and of
+any list given to ``--steps``, ``--lr``, ``--n-train``, ``--restarts``,
+``--init-std``) with the toy experiment's defaults, and writes one record per
+fit: its settings, the test metrics on ``--n-test`` fresh points (accuracy,
+NLL, Brier, ECE, the held-out ELPD), the Bayes-optimal classifier's on the
+same points and the gaps to it, PSIS-LOO (``elpd_loo``, its SE, ``p_loo``,
+the share of Pareto k above 0.7) and the convergence test. Each fit is what
+``bnn-zoo moons``/``circles`` would fit and report for the same settings
+(``tests/test_sweep.py`` checks they agree).
+
+The store (``--out``):
+
+- ``records/<key>.parquet``: one row per fit, named by the hash of its
+  settings, written to a temporary file and renamed, by the client only;
+- ``fits.parquet``: every record in the store in one tidy table (``pandas.read_parquet``),
+  rewritten at the end of each run;
+- ``draws/<key>.nc``: the fit's posterior draws as an ArviZ DataTree (``--keep-draws``).
+
+A rerun of the same command keeps every finished fit and fits only the
+missing ones (after a ``kill -9`` too); a changed spec adds its new fits.
+
+Fits that share a model structure (the same prior pair, architecture,
+training-set size and fit settings) run together, ``--fits-per-task`` at a
+time, in one vmapped program (:mod:`bnn_zoo.inference.batch`). The tasks run
+in this process (``--workers 1``), on a Dask ``LocalCluster`` of
+``--workers`` single-threaded processes (default: one per core), or on an
+existing cluster (``--scheduler tcp://host:8786``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import itertools
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from bnn_zoo.experiments import runner, toy
+from bnn_zoo.experiments.cli import (HelpFormatter, Parser, UsageError, check_writable, int_list, names,
+                                     nonneg_int, positive_float, positive_int)
+
+KEY_FIELDS = ("dataset", "noise", "seed", "init_seed", "prior", "hyperprior", "n_train", "n_test", "hidden", "method",
+              "steps", "optimizer", "lr", "lr_schedule", "lr_final", "init_std", "mc_samples", "beta",
+              "average", "restarts", "pick", "draws", "float32")
+SPLIT_FIELDS = ("dataset", "noise", "seed", "n_train", "n_test")  # what makes a data set
+
+
+def fit_key(cfg: toy.ToyConfig) -> str:
+    """The hash naming a fit's record: of every setting that changes what is fitted or measured."""
+    settings = {k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(cfg).items() if k in KEY_FIELDS}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def structure(cfg: toy.ToyConfig) -> tuple:
+    """Fits with the same structure run in one vmapped program: all settings but the data's."""
+    return tuple(getattr(cfg, k) for k in KEY_FIELDS if k not in ("dataset", "noise", "seed", "init_seed"))
+
+
+# --- one task: fits of one structure ----------------------------------------------
+
+
+def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False) -> list[dict]:
+    """Fit ``cfgs`` (one structure) together; one record each (and its DataTree with ``keep_draws``).
+
+    Runs on a Dask worker or in this process, and writes nothing.
+    """
+    import bnn_zoo
+    from bnn_zoo.inference import families
+    from bnn_zoo.inference.advi import initial_mean
+    from bnn_zoo.inference.batch import run_stacked
+    from bnn_zoo.inference.diagnostics import convergence
+    from bnn_zoo.inference.jaxmodel import Layout, compile_model
+
+    t0 = time.perf_counter()
+    cfg0, R = cfgs[0], cfgs[0].restarts
+    splits = [toy.data(c) for c in cfgs]
+    with bnn_zoo.precision(cfg0.float32):
+        model = toy.model(cfg0, splits[0])
+    point = model.initial_point()
+    layout = Layout.of(model, point)
+    density = compile_model(model, layout)
+    names = [v.name for v in model.data_vars]
+    dtypes = [np.asarray(v.get_value()).dtype for v in model.data_vars]
+
+    def data_of(X, y):
+        return [np.asarray({"X": X, "y": y}[name], dtype) for name, dtype in zip(names, dtypes)]
+
+    train = [data_of(s.X_train, s.y_train) for s in splits]
+    seeds = [(c.seed if c.init_seed is None else c.init_seed) + k for c in cfgs for k in range(R)]
+    means = np.stack([initial_mean(layout, point, s) for s in seeds])
+    stacked = [np.stack([train[i][j] for i in range(len(cfgs)) for _ in range(R)]) for j in range(len(names))]
+    optimizer = runner.make_optimizer(cfg0, cfg0.lr, cfg0.steps)
+    out = run_stacked(model, density, means, stacked, seeds, method=cfg0.method, steps=cfg0.steps,
+                      optimizer=optimizer, init_std=cfg0.init_std, beta=cfg0.beta,
+                      mc_samples=cfg0.mc_samples, average=cfg0.average)
+    fit_seconds = out.seconds / len(cfgs)
+    family = families.get(cfg0.method)
+    observed = model.observed_RVs[0].name
+    records = []
+    for i, (cfg, split) in enumerate(zip(cfgs, splits)):
+        t1 = time.perf_counter()
+        rows = range(i * R, (i + 1) * R)
+        qs = [family.mean_and_factor({k: v[r] for k, v in out.params.items()}) for r in rows]
+        elbos = [_q_elbo(density, q, train[i], cfg.seed) for q in qs] if R > 1 else None
+        picked = int(np.argmax(elbos)) if R > 1 else None
+        chosen = rows[picked or 0]
+        check = convergence(out.elbo[chosen])
+        metrics = _evaluate(density, qs[picked or 0], train[i], data_of(split.X_test, split.y_test),
+                            split.y_test, cfg, observed)
+        tail = max(1, min(1000, cfg.steps // 10))
+        record = {
+            "key": fit_key(cfg), **_settings(cfg), "n_params": layout.dim,
+            **check.record(), **metrics,
+            "elbo_final": float(np.mean(out.elbo[chosen][-tail:])),
+            "elbo_restarts": elbos, "picked_restart": picked,
+            "fit_seconds": fit_seconds, "evaluate_seconds": time.perf_counter() - t1,
+            "batched_with": len(cfgs) * R,
+        }
+        draws = None
+        if keep_draws:
+            draws = _datatree(cfg, split, family, layout, density,
+                              {k: v[chosen] for k, v in out.params.items()}, out)
+        records.append({"record": record, "draws": draws})
+    for r in records:
+        r["record"]["task_seconds"] = (time.perf_counter() - t0) / len(cfgs)
+    return records
+
+
+def _settings(cfg: toy.ToyConfig) -> dict:
+    return {k: ",".join(map(str, v)) if isinstance(v, tuple) else v
+            for k, v in dataclasses.asdict(cfg).items() if k in KEY_FIELDS}
+
+
+def _q_elbo(density, q, data, seed: int, draws: int = 1000) -> float:
+    """q's ELBO from ``draws`` draws: :func:`bnn_zoo.inference.posterior.elbo`'s, on ``data``."""
+    from bnn_zoo.inference import families
+    from bnn_zoo.inference.posterior import evaluate_draws
+
+    z, log_q = families.sample(*q, draws, np.random.default_rng(seed))
+    return float(np.mean(evaluate_draws(density, z, data, ("logp",))["logp"].astype("float64") - log_q))
+
+
+def _evaluate(density, q, train, test, y_test, cfg, observed: str) -> dict:
+    """The toy experiment's metrics of q, with :func:`bnn_zoo.sample`'s draws (seed ``cfg.seed``)."""
+    from arviz_stats.base import array_stats
+
+    from bnn_zoo.evaluation.metrics import all_metrics
+    from bnn_zoo.inference import families, psis
+    from bnn_zoo.inference.batch import posterior_mean
+    from bnn_zoo.inference.posterior import evaluate_draws
+
+    z, log_q = families.sample(*q, cfg.draws, np.random.default_rng(cfg.seed))
+    values = evaluate_draws(density, z, train, ("logp", f"loglik:{observed}"))
+    log_p = values["logp"].astype("float64")
+    loo = {}
+    if np.isfinite(log_p).all() and np.isfinite(log_q).all():
+        elpd_i, k, p_loo_i = psis.loo_approximate_posterior(values[f"loglik:{observed}"], log_p, log_q)
+        elpd, se, p_loo, _ = array_stats.loo_summary(elpd_i, p_loo_i)
+        loo = {"elpd_loo": float(elpd), "elpd_loo_se": float(se), "p_loo": float(p_loo),
+               "pareto_k_max": float(np.max(k)), "pareto_k_bad_share": float(np.mean(k > 0.7))}
+    proba = posterior_mean(density, z, test, "p")
+    lppd = np.log(np.clip(proba[np.arange(len(y_test)), y_test], 1e-300, None))  # log mean_s p(y_i | z_s)
+    ratio = log_p - log_q
+    return {
+        **all_metrics(proba, y_test),
+        "elpd_test": float(lppd.sum()), "elpd_test_se": float(np.sqrt(len(lppd)) * lppd.std(ddof=1)),
+        **{k: loo.get(k) for k in ("elpd_loo", "elpd_loo_se", "p_loo", "pareto_k_max", "pareto_k_bad_share")},
+        "elbo_q": float(ratio.mean()) if np.isfinite(ratio).all() else None,
+        "elbo_q_se": float(ratio.std(ddof=1) / np.sqrt(len(ratio))) if np.isfinite(ratio).all() else None,
+    }
+
+
+def _datatree(cfg, split, family, layout, density, params, out):
+    """The chosen fit's posterior draws as :func:`bnn_zoo.sample` writes them (the runner's idata)."""
+    import bnn_zoo
+    from bnn_zoo.inference.advi import FitResult
+
+    with bnn_zoo.precision(cfg.float32):
+        model = toy.model(cfg, split)
+    result = FitResult(model=model, family=family, layout=layout, params=params, elbo=out.elbo[0],
+                       config=dict(out.config, seed=cfg.seed), seconds=0.0, compile_seconds=0.0,
+                       density=density)
+    return bnn_zoo.sample(result, cfg.draws, seed=cfg.seed)
+
+
+def bayes_task(split_settings: dict) -> dict:
+    """The Bayes-optimal classifier's accuracy, NLL and ELPD on one data set's test points."""
+    from bnn_zoo.data import toy as toy_data
+
+    s = split_settings
+    split = toy_data.load(s["dataset"], n_train=s["n_train"], n_test=s["n_test"], noise=s["noise"],
+                          seed=s["seed"])
+    metrics = toy_data.bayes_metrics(s["dataset"], split.X_test, split.y_test, s["noise"])
+    return {**metrics, "bayes_elpd_test": -metrics["bayes_nll"] * len(split.y_test)}
+
+
+# --- the spec, the store and the scheduler -------------------------------------------
+
+
+def specs(args) -> list[toy.ToyConfig]:
+    """Every fit of the sweep, in a stable order."""
+    exp = toy.experiment("moons")
+    base = toy.configs(runner.build_parser(exp, "bnn-zoo moons").parse_args([]), "moons")[0]
+    base = dataclasses.replace(base, n_test=args.n_test, draws=args.draws, hidden=args.hidden,
+                               progress=False, uncertainty_map=False, grid=False, keep_draws=args.keep_draws)
+    pairs = (list(itertools.product(toy.GRID_PRIORS, sorted(toy.HYPERPRIORS))) if args.all_priors
+             else list(itertools.product(args.priors, args.hyperpriors)))
+    out = []
+    for (dataset, noise, seed, (prior, hyper), steps, lr, n_train, restarts, init_std) in itertools.product(
+            args.datasets, args.noise, range(args.seeds), pairs, args.steps, args.lr, args.n_train,
+            args.restarts, args.init_std):
+        out.append(dataclasses.replace(base, dataset=dataset, noise=noise, seed=seed, prior=prior,
+                                       hyperprior=hyper, steps=steps, lr=lr, n_train=n_train,
+                                       restarts=restarts, init_std=init_std,
+                                       init_seed=seed + args.init_offset if args.init_offset else None))
+    return out
+
+
+def tasks(cfgs: list[toy.ToyConfig], per_task: int) -> list[list[toy.ToyConfig]]:
+    """Fits grouped by structure, at most ``per_task`` (times their restarts' share) a task."""
+    groups: dict[tuple, list] = {}
+    for cfg in cfgs:
+        groups.setdefault(structure(cfg), []).append(cfg)
+    out = []
+    for group in groups.values():
+        size = max(1, per_task // group[0].restarts)
+        n = -(-len(group) // size)  # as few tasks as that allows, of even sizes
+        out += [list(part) for part in np.array_split(np.array(group, dtype=object), n)]
+    return out
+
+
+class Store:
+    """The sweep's folder: one Parquet record per fit, written by this process only."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.records = root / "records"
+        self.draws = root / "draws"
+
+    def open(self) -> None:
+        self.records.mkdir(parents=True, exist_ok=True)
+        for folder in (self.root, self.records, self.draws):
+            for stale in folder.glob(".*"):  # atomic_write's temporary files that a kill left behind
+                if stale.is_file():
+                    stale.unlink()
+
+    def done(self) -> set[str]:
+        return {p.stem for p in self.records.glob("*.parquet") if not p.name.startswith(".")}
+
+    def write(self, record: dict, draws=None) -> None:
+        import pandas as pd
+
+        from bnn_zoo.inference.io import atomic_write
+
+        if draws is not None:  # before the record: a record means that everything of its fit is there
+            self.draws.mkdir(exist_ok=True)
+            atomic_write(self.draws / f"{record['key']}.nc", lambda tmp: draws.to_netcdf(tmp))
+        frame = pd.DataFrame([_flat(record)])
+        atomic_write(self.records / f"{record['key']}.parquet", lambda tmp: frame.to_parquet(tmp, index=False))
+
+    def table(self, keys: list[str]):
+        import pandas as pd
+
+        frames = [pd.read_parquet(self.records / f"{k}.parquet") for k in keys]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def consolidate(self) -> Path:
+        """``fits.parquet``: every record in the store (of this spec and of earlier ones)."""
+        from bnn_zoo.inference.io import atomic_write
+
+        table = self.table(sorted(self.done()))
+        path = self.root / "fits.parquet"
+        atomic_write(path, lambda tmp: table.to_parquet(tmp, index=False))
+        return path
+
+
+def _flat(record: dict) -> dict:
+    # Parquet columns of one type: lists as JSON text.
+    return {k: json.dumps(v) if isinstance(v, (list, tuple)) else v for k, v in record.items()}
+
+
+def split_settings(cfg) -> dict:
+    return {k: getattr(cfg, k) for k in SPLIT_FIELDS}
+
+
+def _cluster(args):
+    """``(client, close)``: a Dask client, or ``None`` to run the tasks in this process."""
+    if args.scheduler is None and args.workers == 1:
+        return None, lambda: None
+    from dask.distributed import Client, LocalCluster
+
+    if args.scheduler is not None:
+        client = Client(args.scheduler)
+        return client, client.close
+    # Single-threaded XLA in each worker: one small program per core (see runner._worker_init).
+    with runner._xla_flags(["--xla_cpu_multi_thread_eigen=false", "intra_op_parallelism_threads=1"]):
+        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+    client = Client(cluster)
+
+    def close():
+        client.close()
+        cluster.close()
+
+    return client, close
+
+
+def run_sweep(args, report=print) -> tuple[Path, int]:
+    """Fit what the store lacks; returns the consolidated table's path and the fits done now."""
+    cfgs = specs(args)
+    keys = [fit_key(c) for c in cfgs]
+    if len(set(keys)) != len(keys):
+        raise UsageError("the sweep's lists repeat a value (two fits with the same settings)")
+    store = Store(args.out)
+    store.open()
+    done = store.done()
+    todo = [c for c, k in zip(cfgs, keys) if k not in done]
+    report(f"{len(cfgs)} fits in the sweep, {len(cfgs) - len(todo)} already in {args.out}, "
+           f"{len(todo)} to fit")
+    work = tasks(todo, args.fits_per_task)
+    splits = {json.dumps(split_settings(c), sort_keys=True): split_settings(c) for c in todo}
+    client, close = _cluster(args)
+    try:
+        with _progress(len(todo), not args.no_progress) as advance:
+            if client is None:
+                bayes = {}
+                for task in work:
+                    results = fit_task(task, args.keep_draws)
+                    for cfg, result in zip(task, results):
+                        s = json.dumps(split_settings(cfg), sort_keys=True)
+                        if s not in bayes:
+                            bayes[s] = bayes_task(splits[s])
+                        _finish(store, result, bayes[s])
+                    advance(len(task))
+            else:
+                from dask.distributed import as_completed
+
+                bayes = {s: client.submit(bayes_task, settings, pure=False) for s, settings in splits.items()}
+                futures = {client.submit(fit_task, task, args.keep_draws, pure=False): task for task in work}
+                for future in as_completed(futures):
+                    task = futures[future]
+                    for cfg, result in zip(task, future.result()):
+                        _finish(store, result, bayes[json.dumps(split_settings(cfg), sort_keys=True)].result())
+                    advance(len(task))
+    finally:
+        close()
+    return store.consolidate(), len(todo)
+
+
+def _finish(store: Store, result: dict, bayes: dict) -> None:
+    record = dict(result["record"], **bayes)
+    record["gap_accuracy"] = bayes["bayes_accuracy"] - record["accuracy"]
+    record["gap_nll"] = record["nll"] - bayes["bayes_nll"]
+    record["gap_elpd_test"] = bayes["bayes_elpd_test"] - record["elpd_test"]
+    store.write(record, result["draws"])
+
+
+class _progress:
+    """Fits done / total with the estimated time left, on stderr."""
+
+    def __init__(self, total: int, show: bool):
+        self.total, self.show = total, show
+
+    def __enter__(self):
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                   TimeRemainingColumn)
+        from rich.console import Console
+
+        self.bar = Progress(TextColumn("fits"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            TextColumn("left"), TimeRemainingColumn(), console=Console(stderr=True),
+                            disable=not self.show)
+        self.bar.start()
+        self.task = self.bar.add_task("sweep", total=self.total)
+        return lambda n: self.bar.advance(self.task, n)
+
+    def __exit__(self, *exc):
+        self.bar.stop()
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def _list(kind, flag):
+    """Comma-separated distinct values of ``kind`` (an argparse type)."""
+    def parse(text):
+        values = [kind(v) for v in text.split(",")]
+        if len(set(values)) < len(values):
+            raise argparse.ArgumentTypeError(f"repeated value in {text!r}")
+        return values
+    return parse
+
+
+def build_parser(prog: str = "bnn-zoo sweep") -> argparse.ArgumentParser:
+    p = Parser(prog=prog, description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
+    p.add_argument("--out", type=Path, required=True, help="the sweep's store (created; rerun to resume)")
+    p.add_argument("--datasets", type=names(toy.NOISE, "data set"), default=["moons"], help="e.g. moons,circles")
+    p.add_argument("--noise", type=_list(positive_float, "--noise"), default=[0.2],
+                   help="noise levels, e.g. 0.1,0.3")
+    p.add_argument("--priors", type=names(toy.WEIGHT_PRIORS, "prior"), default=["normal"],
+                   help="weight priors, e.g. normal,laplace")
+    p.add_argument("--hyperpriors", type=names(toy.HYPERPRIORS, "hyperprior"), default=["inversegamma"],
+                   help="hyperpriors, e.g. fixed,inversegamma")
+    p.add_argument("--all-priors", action="store_true",
+                   help=f"the 16 pairs of {', '.join(toy.GRID_PRIORS)} x every hyperprior")
+    p.add_argument("--seeds", type=positive_int, default=3, help="seeds 0..N-1 (data, test points and fit)")
+    p.add_argument("--steps", type=_list(positive_int, "--steps"), default=[toy.DEFAULTS["steps"]])
+    p.add_argument("--lr", type=_list(positive_float, "--lr"), default=[toy.DEFAULTS["lr"]])
+    p.add_argument("--n-train", type=_list(toy._n_train, "--n-train"), default=[700])
+    p.add_argument("--restarts", type=_list(positive_int, "--restarts"), default=[toy.DEFAULTS["restarts"]])
+    p.add_argument("--init-std", type=_list(positive_float, "--init-std"), default=[toy.DEFAULTS["init_std"]])
+    p.add_argument("--init-offset", type=nonneg_int, default=0,
+                   help="start seed s's restarts from the initial means of seeds s+N, s+N+1, ... "
+                   "(other initialisations for the same data)")
+    p.add_argument("--n-test", type=positive_int, default=10_000, help="fresh test points per data set")
+    p.add_argument("--draws", type=positive_int, default=toy.DEFAULTS["draws"])
+    p.add_argument("--hidden", type=int_list, default=(5, 5), help="hidden layer sizes, e.g. 5,5")
+    p.add_argument("--keep-draws", action="store_true", help="also write each fit's DataTree to draws/")
+    p.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1,
+                   help="Dask LocalCluster processes (1: in this process)")
+    p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786")
+    p.add_argument("--fits-per-task", type=positive_int, default=300,
+                   help="fits (restarts counted) vmapped together in one task")
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def check(args) -> None:
+    """What the flags' own types cannot check, before anything is fitted."""
+    from bnn_zoo.inference.advi import MAX_STEPS
+    from bnn_zoo.inference.psis import MIN_DRAWS
+
+    if args.draws < MIN_DRAWS:
+        raise UsageError(f"--draws must be at least {MIN_DRAWS} for PSIS-LOO, got {args.draws}")
+    if max(args.restarts) > args.draws:
+        raise UsageError(f"--restarts {max(args.restarts)} is more than --draws {args.draws}")
+    if max(args.steps) > MAX_STEPS:
+        raise UsageError(f"--steps {max(args.steps):,} is more than {MAX_STEPS:,}")
+    if args.scheduler is not None and not args.scheduler.startswith(("tcp://", "tls://", "inproc://", "ws://", "wss://")):
+        raise UsageError(f"--scheduler must be a Dask address such as tcp://host:8786, got {args.scheduler!r}")
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} is not a folder")
+    check_writable(args.out, "--out")
+
+
+def main(argv=None, prog: str = "bnn-zoo sweep") -> int:
+    """``bnn-zoo sweep``: exit 0 when every fit is in the store, 2 on bad input."""
+    parser = build_parser(prog)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # --help (0), or a bad flag: argparse's one line (2)
+        return exit_.code
+    try:
+        check(args)
+        runner.use_compilation_cache()
+        with runner._lock(args.out), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # k-hat and convergence are in the records
+            t0 = time.perf_counter()
+            path, fitted = run_sweep(args, report=lambda line: print(line, file=sys.stderr))
+            seconds = time.perf_counter() - t0
+    except UsageError as err:
+        print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted (rerun the same command to go on)", file=sys.stderr)
+        return 130
+    rate = f" ({fitted / seconds:.2f} fits/s)" if fitted else ""
+    print(f"{fitted} fits in {seconds:.1f} s{rate}; table: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

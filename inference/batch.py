@@ -1,0 +1,161 @@
+"""Many fits of one model structure at once: one compiled program, ``jax.vmap`` over the fits.
+
+A prior sweep fits the same network to many data sets of one size (seeds,
+noise levels, data sets) and from many initial means (restarts). Their
+models have the same structure, so they share one compiled log density
+(:func:`~bnn_zoo.inference.jaxmodel.compile_model`); the engine's loop runs
+for all of them in one vmapped program over their stacked states, data and
+random keys, so the per-fit costs of tracing, compiling and calling (which
+dominate a small network's fit) are paid once.
+
+:func:`fit_many` takes models and returns one :class:`FitResult` each;
+:func:`run_stacked` is its core, for callers (the sweep) that hold one
+model and many data sets and want the stacked parameters.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pymc as pm
+
+from bnn_zoo.inference import core, families, optim
+from bnn_zoo.inference.advi import FitResult, _key, _kl_weighting, _minibatch, initial_mean, model_dtype
+from bnn_zoo.inference.engine import CHUNK, compile_steps, steps_per_epoch
+from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
+from bnn_zoo.inference.objective import ELBO
+
+
+@dataclass
+class Stacked:
+    """The outcome of :func:`run_stacked`: row ``i`` of each array is fit ``i``'s."""
+
+    params: dict[str, np.ndarray]  # q's parameters (the averaged iterate when averaging)
+    elbo: np.ndarray  # (fits, steps) ELBO traces
+    seconds: float  # all fits together, compilation included
+    compile_seconds: float  # compilation and the first chunk of steps
+    config: dict  # the settings shared by the fits
+
+
+def run_stacked(model: pm.Model, density: ModelFunction, means: np.ndarray, data: Sequence[np.ndarray],
+                seeds: Sequence[int], *, method: str = "advi", steps: int = 10_000,
+                optimizer: optax.GradientTransformation | None = None, init_std: float = 0.01,
+                init_params: dict[str, np.ndarray] | None = None, beta: float = 1.0, mc_samples: int = 1,
+                average: float = 0.0, batch_size: int | None = None,
+                kl_weighting: str = "constant") -> Stacked:
+    """Fit ``density`` (``model``'s structure) ``len(seeds)`` times at once.
+
+    ``means`` is ``(fits, dim)``, each fit's initial mean; ``data`` one array
+    per data container of ``model`` with the fits on a leading axis;
+    ``seeds[i]`` seeds fit ``i``'s noise (and minibatches). ``init_params``
+    (stacked q parameters of ``method``) replaces the initial means and
+    ``init_std``. Other arguments as in :func:`bnn_zoo.fit`.
+    """
+    family = families.get(method)
+    dtype = model_dtype(model)
+    optimizer = optim.make("adam", 1e-2, steps) if optimizer is None else optimizer
+    t0 = time.perf_counter()
+    sliced, n = _minibatch(model, None, batch_size)
+    kl_weight, kl_key = _kl_weighting(kl_weighting, batch_size, steps_per_epoch(n, batch_size))
+    average_from = steps - int(round(average * steps))
+    if init_params is None:
+        init_params = [family.init(np.asarray(mu, dtype), np.float64(init_std)) for mu in means]
+        init_params = {k: np.stack([p[k] for p in init_params]) for k in init_params[0]}
+    state = jax.vmap(lambda params: core.init(params, optimizer, average=average > 0))(
+        {k: jnp.asarray(v, dtype) for k, v in init_params.items()})
+    data = tuple(jnp.asarray(d) for d in data)
+    keys = jax.vmap(jax.random.key)(jnp.asarray(seeds))
+    key = ("fit", method, _key(optimizer), sliced, batch_size, beta, mc_samples, dtype, kl_key, False,
+           average_from if average else None, tuple((d.shape[1:], str(d.dtype)) for d in data))
+    if key not in density.jitted:
+        objective = ELBO(density, family, beta=beta, scale=n / batch_size if batch_size else 1.0)
+        density.jitted[key] = compile_steps(objective, optimizer, sliced=sliced, n=n, batch_size=batch_size,
+                                            mc_samples=mc_samples, kl_weight=kl_weight, dtype=dtype,
+                                            average_from=average_from)
+    loop = density.jitted[key]["batched_loop"]
+    traces, first_chunk = [], None
+    for start in range(0, steps, CHUNK):
+        k = min(CHUNK, steps - start)
+        state, trace = loop(state, keys, k, data)
+        traces.append(np.asarray(trace[:, :k], dtype="float64"))
+        if first_chunk is None:
+            first_chunk = time.perf_counter()
+    params = state.params if state.average is None else state.average
+    return Stacked(params={name: np.asarray(value) for name, value in params.items()},
+                   elbo=np.concatenate(traces, axis=1), seconds=time.perf_counter() - t0,
+                   compile_seconds=first_chunk - t0,
+                   config=dict(method=method, steps=steps, optimizer=optim.describe(optimizer),
+                               batch_size=batch_size, beta=beta, kl_weighting=kl_key, mc_samples=mc_samples,
+                               dtype=dtype, init_std=init_std, average=average, resumed_at=0,
+                               history=[[0, optim.describe(optimizer)]], batched_with=len(seeds)))
+
+
+def fit_many(models: Sequence[pm.Model], seeds: Sequence[int], *, method: str = "advi",
+             steps: int = 10_000, optimizer: optax.GradientTransformation | None = None,
+             init_std: float = 0.01, beta: float = 1.0, mc_samples: int = 1, average: float = 0.0,
+             batch_size: int | None = None, kl_weighting: str = "constant") -> list[FitResult]:
+    """Fit ``models[i]`` from seed ``seeds[i]``, all at once; the results in that order.
+
+    The models must share their structure (the same builder and settings on
+    data of one shape; a model may appear more than once, with other seeds,
+    for restarts). Arguments as in :func:`bnn_zoo.fit`. Each fit takes
+    exactly the steps ``bnn_zoo.fit`` would take alone (same initial means,
+    noise and minibatches, to rounding). A fit whose ELBO became NaN or
+    infinite comes back with that in its trace and ``config["diverged"]``;
+    it does not stop the others.
+    """
+    if len(models) != len(seeds) or not models:
+        raise ValueError(f"need one seed per model, got {len(models)} models and {len(seeds)} seeds")
+    points = [m.initial_point() for m in models]
+    layouts = [Layout.of(m, p) for m, p in zip(models, points)]
+    density = compile_model(models[0], layouts[0])
+    for m, layout in zip(models, layouts):
+        if compile_model(m, layout) is not density:
+            raise ValueError("fit_many needs models of one structure (the same builder and settings "
+                             "on data of one shape)")
+    means = np.stack([initial_mean(layout, point, seed) for layout, point, seed in zip(layouts, points, seeds)])
+    data = [np.stack([np.asarray(m.data_vars[i].get_value()) for m in models])
+            for i in range(len(models[0].data_vars))]
+    out = run_stacked(models[0], density, means, data, seeds, method=method, steps=steps, optimizer=optimizer,
+                      init_std=init_std, beta=beta, mc_samples=mc_samples, average=average,
+                      batch_size=batch_size, kl_weighting=kl_weighting)
+    family, timed = families.get(method), steps - CHUNK if steps > CHUNK else 0
+    return [FitResult(model=model, family=family, layout=layout,
+                      params={name: value[i] for name, value in out.params.items()}, elbo=out.elbo[i],
+                      config=dict(out.config, seed=seed, diverged=bool(not np.isfinite(out.elbo[i]).all())),
+                      seconds=out.seconds / len(models), compile_seconds=out.compile_seconds / len(models),
+                      density=density,
+                      _timed=(timed, (out.seconds - out.compile_seconds) / len(models)) if timed else (0, 0.0))
+            for i, (model, layout, seed) in enumerate(zip(models, layouts, seeds))]
+
+
+def posterior_mean(density: ModelFunction, z: np.ndarray, data: Sequence[np.ndarray], var: str) -> np.ndarray:
+    """The mean over the draws ``z`` (rows) of model variable ``var``, on ``data``.
+
+    What :func:`~bnn_zoo.inference.posterior.evaluate_draws` would give for
+    ``var``, averaged over the draws inside the compiled program, so that a
+    large test set's per-draw values are never held at once.
+    """
+    S = len(z)
+    block = max(b for b in range(1, min(S, 50) + 1) if S % b == 0)
+    key = ("posterior_mean", var, block)
+    if key not in density.jitted:
+        select, unflatten = density.select((var,)), density.layout.unflatten
+
+        def run(z, data):
+            per_draw = jax.vmap(lambda zi: select(unflatten(zi), *data)[0])
+            blocks = z.reshape(z.shape[0] // block, block, z.shape[1])
+            shape = jax.eval_shape(per_draw, blocks[0])
+            total, _ = jax.lax.scan(lambda total, zs: (total + per_draw(zs).sum(0), None),
+                                    jnp.zeros(shape.shape[1:], shape.dtype), blocks)
+            return total / z.shape[0]
+
+        density.jitted[key] = jax.jit(run)
+    mean = density.jitted[key](jnp.asarray(z, density.layout.slots[0][3]), tuple(jnp.asarray(d) for d in data))
+    return np.asarray(mean, "float64")

@@ -1,0 +1,166 @@
+"""bnn-zoo sweep: its records are the toy experiment's metrics, on one process or a Dask cluster,
+and a kill -9 loses and duplicates nothing."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from bnn_zoo.experiments import runner, sweep, toy
+from tests.conftest import command_env
+
+SMALL = ["--steps", "300", "--n-test", "400", "--draws", "30", "--restarts", "2", "--no-progress"]
+TIMES = ("fit_seconds", "evaluate_seconds", "task_seconds", "batched_with")
+
+
+def _args(tmp_path, *extra, out="sweep"):
+    return sweep.build_parser().parse_args(["--out", str(tmp_path / out), *SMALL, *extra])
+
+
+def _table(path):
+    """The records without their timings, restarts' ELBOs as numbers (JSON text in the store)."""
+    table = pd.read_parquet(path).drop(columns=list(TIMES)).set_index("key").sort_index()
+    restarts = pd.DataFrame(table.pop("elbo_restarts").map(lambda v: json.loads(v) if v else []).tolist(),
+                            index=table.index)
+    return table.join(restarts.add_prefix("elbo_restart_"))
+
+
+def test_a_record_is_what_the_toy_experiment_writes(tmp_path):
+    """The vectorised fit and its evaluation give the toy run's metrics for the same settings."""
+    args = _args(tmp_path, "--priors", "normal,laplace", "--hyperpriors", "inversegamma", "--seeds", "2",
+                 "--noise", "0.3", "--workers", "1")
+    path, fitted = sweep.run_sweep(args, report=lambda line: None)
+    table = pd.read_parquet(path)
+    assert fitted == 4 and len(table) == 4 and set(table["batched_with"]) == {4}  # 2 seeds x 2 restarts
+    cfg = next(c for c in sweep.specs(args) if c.prior == "laplace" and c.seed == 1)
+    record = runner.run(toy.experiment("moons"), dataclasses.replace(
+        cfg, out=tmp_path / "run", figures=tmp_path / "fig")).metrics
+    row = table.set_index("key").loc[sweep.fit_key(cfg)]
+    for name in ("accuracy", "nll", "brier", "ece", "elpd_loo", "elpd_loo_se", "p_loo", "pareto_k_max",
+                 "pareto_k_bad_share", "elbo_q", "elbo_final", "bayes_accuracy", "bayes_nll",
+                 "convergence_elbo_change", "picked_restart"):
+        np.testing.assert_allclose(row[name], record[name], rtol=1e-9, atol=1e-9, err_msg=name)
+    assert bool(row["converged"]) == record["converged"]
+    np.testing.assert_allclose(json.loads(row["elbo_restarts"]), record["elbo_restarts"], rtol=1e-9)
+    # the held-out ELPD is the NLL's sum, and the gaps are to the Bayes-optimal classifier
+    np.testing.assert_allclose(row["elpd_test"], -row["nll"] * cfg.n_test, rtol=1e-9)
+    np.testing.assert_allclose(row["gap_accuracy"], row["bayes_accuracy"] - row["accuracy"])
+
+
+def test_a_dask_cluster_gives_the_in_process_results(tmp_path):
+    """A LocalCluster of 2 workers, tasks of one fit and of two: the same records as in-process."""
+    common = ["--priors", "normal", "--hyperpriors", "fixed,halfnormal", "--seeds", "2", "--keep-draws"]
+    alone, _ = sweep.run_sweep(_args(tmp_path, *common, "--workers", "1", out="alone"), report=lambda l: None)
+    cluster, _ = sweep.run_sweep(_args(tmp_path, *common, "--workers", "2", "--fits-per-task", "2",
+                                       out="cluster"), report=lambda l: None)
+    a, b = _table(alone), _table(cluster)
+    assert len(a) == 4 and list(a.index) == list(b.index)
+    pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-9)
+    for key in a.index:  # the posterior draws too, written by the client only
+        trees = [xr.open_datatree(tmp_path / d / "draws" / f"{key}.nc") for d in ("alone", "cluster")]
+        assert {"posterior", "log_likelihood", "sample_stats"} <= set(trees[0].children)
+        np.testing.assert_allclose(trees[0]["posterior"]["W_0"].values, trees[1]["posterior"]["W_0"].values)
+
+
+def test_kill_9_then_rerun_loses_and_duplicates_nothing(tmp_path):
+    """SIGKILL a sweep after its first records, rerun the same command: the finished fits are
+    kept as they were, the rest are fitted once, and the table equals an uninterrupted sweep's."""
+    flags = ["--priors", "normal,laplace", "--hyperpriors", "fixed", "--seeds", "3", "--restarts", "1",
+             "--fits-per-task", "1", "--workers", "1", "--steps", "200", "--n-test", "300", "--draws", "30",
+             "--no-progress"]
+    out = tmp_path / "killed"
+    command = [sys.executable, "-m", "bnn_zoo.experiments.sweep", "--out", str(out), *flags]
+    proc = subprocess.Popen(command, env=command_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    records = out / "records"
+    deadline = time.monotonic() + 600
+    while proc.poll() is None and time.monotonic() < deadline and \
+            len([p for p in records.glob("*.parquet") if not p.name.startswith(".")]) < 2:
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in records.glob("*.parquet")
+              if not p.name.startswith(".")}
+    assert 2 <= len(before) < 6 and not (out / "fits.parquet").exists()
+    rerun = subprocess.run(command, env=command_env(), capture_output=True, text=True, timeout=900)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"6 fits in the sweep, {len(before)} already in" in rerun.stderr
+    after = sorted(p.name for p in records.iterdir())
+    assert len(after) == 6 and not any(name.startswith(".") for name in after)  # no half-written file
+    for name, (mtime, content) in before.items():  # not fitted twice
+        assert (records / name).stat().st_mtime_ns == mtime and (records / name).read_bytes() == content
+    whole = subprocess.run([*command[:4], str(tmp_path / "whole"), *flags], env=command_env(),
+                           capture_output=True, text=True, timeout=900)
+    assert whole.returncode == 0, whole.stderr
+    killed, uninterrupted = _table(out / "fits.parquet"), _table(tmp_path / "whole" / "fits.parquet")
+    assert killed.index.is_unique and len(killed) == 6
+    pd.testing.assert_frame_equal(killed, uninterrupted, check_exact=False, rtol=1e-9)
+
+
+def test_a_changed_spec_adds_only_the_missing_fits(tmp_path):
+    lines = []
+    sweep.run_sweep(_args(tmp_path, "--seeds", "1", "--workers", "1"), report=lines.append)
+    path, fitted = sweep.run_sweep(_args(tmp_path, "--seeds", "2", "--workers", "1"), report=lines.append)
+    assert fitted == 1 and lines[-1].startswith("2 fits in the sweep, 1 already in")
+    assert sorted(pd.read_parquet(path)["seed"]) == [0, 1]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--draws", "10"], "--draws must be at least 25"),
+    (["--priors", "normal,normal"], "repeated prior"),
+    (["--noise", "0.1,inf"], "must be positive and finite"),
+    (["--noise", "0"], "must be positive and finite"),
+    (["--datasets", "spirals"], "unknown data set spirals"),
+    (["--steps", "1000000000000"], "more than 100,000,000"),
+    (["--restarts", "40"], "--restarts 40 is more than --draws 30"),
+    (["--scheduler", "localhost:8786"], "must be a Dask address"),
+])
+def test_bad_input_is_one_line_and_exit_2_before_any_work(tmp_path, capsys, extra, message):
+    out = tmp_path / "sweep"
+    assert sweep.main(["--out", str(out), *SMALL, *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert not out.exists()
+
+
+def test_out_must_be_a_writable_folder(tmp_path, capsys):
+    afile = tmp_path / "file"
+    afile.write_text("")
+    assert sweep.main(["--out", str(afile), *SMALL]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+
+
+def test_report_writes_figures_and_a_verdict_from_paired_differences(tmp_path):
+    from bnn_zoo.experiments import report
+
+    args = _args(tmp_path, "--priors", "normal,laplace", "--hyperpriors", "fixed,inversegamma", "--seeds", "2",
+                 "--noise", "0.2,0.4", "--restarts", "1", "--workers", "1")
+    sweep.run_sweep(args, report=lambda line: None)
+    assert report.main([str(tmp_path / "sweep")]) == 0
+    out = tmp_path / "sweep" / "report"
+    for name in ("gap_vs_noise.png", "elpd_differences.png", "hyperprior_effect.png", "loo_vs_test.png"):
+        assert (out / name).stat().st_size > 10_000
+    summary = (out / "summary.md").read_text()
+    assert "## Verdict on seed 004" in summary and "16 fits" in summary and "2 seeds each" in summary
+    # the hyperprior effect is the paired difference, per seed, averaged over the weight priors
+    table = pd.read_parquet(tmp_path / "sweep" / "fits.parquet")
+    cell = table[table["noise"] == 0.4].set_index(["prior", "hyperprior", "seed"])["elpd_test"] / 400
+    gains = [1000 * np.mean([cell[(p, "inversegamma", s)] - cell[(p, "fixed", s)] for p in ("normal", "laplace")])
+             for s in (0, 1)]
+    effects = pd.read_csv(out / "hyperprior_effects.csv")
+    row = effects[(effects["noise"] == 0.4) & (effects["hyperprior"] == "inversegamma")].iloc[0]
+    np.testing.assert_allclose(row["elpd_gain"], np.mean(gains), rtol=1e-5)
+
+
+def test_report_needs_a_sweep_folder(tmp_path, capsys):
+    from bnn_zoo.experiments import report
+
+    assert report.main([str(tmp_path)]) == 2
+    assert "has no fits.parquet" in capsys.readouterr().err and not (tmp_path / "report").exists()
