@@ -110,7 +110,8 @@ def effect_trend(table: pd.DataFrame) -> pd.DataFrame:
 
 def loo_agreement(table: pd.DataFrame) -> pd.DataFrame:
     """Per data set and noise: Spearman's rank correlation between PSIS-LOO and the held-out
-    ELPD across the pairs (within each seed, then averaged), and how often k-hat flags LOO."""
+    ELPD across the pairs (within each seed, then averaged), how often LOO picks the held-out
+    best pair, and how often k-hat flags LOO; the same for K-fold CV where the sweep has it."""
     rows = []
     for (dataset, noise), t in table.groupby(SETTING):
         rhos = [stats.spearmanr(u["elpd_loo_mean"], u["elpd_test_mean"]).statistic
@@ -118,7 +119,14 @@ def loo_agreement(table: pd.DataFrame) -> pd.DataFrame:
         mean, lo, hi = interval(rhos)
         same_best = np.mean([u.loc[u["elpd_loo"].idxmax(), "pair"] == u.loc[u["elpd_test"].idxmax(), "pair"]
                              for _, u in t.groupby("seed")])
-        rows.append((dataset, noise, mean, lo, hi, same_best, (t["pareto_k_bad_share"] > 0).mean(),
-                     t["pareto_k_bad_share"].mean()))
-    return pd.DataFrame(rows, columns=SETTING + ["spearman", "spearman_lo", "spearman_hi", "same_best",
-                                                 "fits_flagged", "points_flagged"])
+        row = [dataset, noise, mean, lo, hi, same_best, (t["pareto_k_bad_share"] > 0).mean(),
+               t["pareto_k_bad_share"].mean()]
+        if "elpd_kfold" in t and t["elpd_kfold"].notna().all():  # bnn-zoo sweep --kfold K
+            rhos = [stats.spearmanr(u["elpd_kfold"], u["elpd_test_mean"]).statistic for _, u in t.groupby("seed")]
+            row += [*interval(rhos), np.mean([u.loc[u["elpd_kfold"].idxmax(), "pair"] ==
+                                              u.loc[u["elpd_test"].idxmax(), "pair"] for _, u in t.groupby("seed")])]
+        rows.append(row)
+    columns = SETTING + ["spearman", "spearman_lo", "spearman_hi", "same_best", "fits_flagged", "points_flagged"]
+    if any(len(r) > len(columns) for r in rows):
+        columns += ["spearman_kfold", "spearman_kfold_lo", "spearman_kfold_hi", "same_best_kfold"]
+    return pd.DataFrame(rows, columns=columns)

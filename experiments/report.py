@@ -88,6 +88,12 @@ def verdict(effects, trend, gaps, diffs, agreement) -> list[str]:
                  f"{agreement['same_best'].mean():.0%} of the seeds, and k-hat flags "
                  f"{agreement['fits_flagged'].mean():.0%} of the fits (share of points with k > 0.7: "
                  f"{agreement['points_flagged'].mean():.1%}).")
+    if "spearman_kfold" in agreement:
+        lines.append(f"- **K-fold cross-validation instead** (where a user cannot trust LOO): mean Spearman "
+                     f"correlation with the held-out ELPD {agreement['spearman_kfold'].mean():.2f} (LOO "
+                     f"{agreement['spearman'].mean():.2f} on the same fits); it picks the held-out best pair "
+                     f"in {agreement['same_best_kfold'].mean():.0%} of the seeds (LOO "
+                     f"{agreement['same_best'].mean():.0%}).")
     return lines
 
 

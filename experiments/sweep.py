@@ -57,10 +57,13 @@ KEY_FIELDS = ("dataset", "noise", "seed", "init_seed", "prior", "hyperprior", "n
 SPLIT_FIELDS = ("dataset", "noise", "seed", "n_train", "n_test")  # what makes a data set
 
 
-def fit_key(cfg: toy.ToyConfig) -> str:
-    """The hash naming a fit's record: of every setting that changes what is fitted or measured."""
+def fit_key(cfg: toy.ToyConfig, kfold: int = 0) -> str:
+    """The hash naming a fit's record: of every setting that changes what is fitted or measured
+    (and of ``--kfold``, when given: such a record holds more)."""
     settings = {k: list(v) if isinstance(v, tuple) else v
                 for k, v in dataclasses.asdict(cfg).items() if k in KEY_FIELDS}
+    if kfold:
+        settings["kfold"] = kfold
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -72,10 +75,12 @@ def structure(cfg: toy.ToyConfig) -> tuple:
 # --- one task: fits of one structure ----------------------------------------------
 
 
-def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False) -> list[dict]:
+def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0) -> list[dict]:
     """Fit ``cfgs`` (one structure) together; one record each (and its DataTree with ``keep_draws``).
 
-    Runs on a Dask worker or in this process, and writes nothing.
+    With ``kfold`` K, also refit each on K folds of its training data
+    (:func:`kfold_task`). Runs on a Dask worker or in this process, and
+    writes nothing.
     """
     import bnn_zoo
     from bnn_zoo.inference import families
@@ -122,7 +127,7 @@ def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False) -> list[dict]:
                             split.y_test, cfg, observed)
         tail = max(1, min(1000, cfg.steps // 10))
         record = {
-            "key": fit_key(cfg), **_settings(cfg), "n_params": layout.dim,
+            "key": fit_key(cfg, kfold), **_settings(cfg), "n_params": layout.dim,
             **check.record(), **metrics,
             "elbo_final": float(np.mean(out.elbo[chosen][-tail:])),
             "elbo_restarts": elbos, "picked_restart": picked,
@@ -134,9 +139,79 @@ def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False) -> list[dict]:
             draws = _datatree(cfg, split, family, layout, density,
                               {k: v[chosen] for k, v in out.params.items()}, out)
         records.append({"record": record, "draws": draws})
+    if kfold:
+        for r, fold in zip(records, kfold_task(cfgs, splits, kfold)):
+            r["record"].update(fold)
     for r in records:
         r["record"]["task_seconds"] = (time.perf_counter() - t0) / len(cfgs)
     return records
+
+
+def folds(n: int, k: int, seed: int) -> list[np.ndarray]:
+    """The held-out rows of each of ``k`` folds of ``n`` rows (a permutation seeded by ``seed``)."""
+    return np.array_split(np.random.default_rng([seed, 17]).permutation(n), k)
+
+
+def kfold_task(cfgs: list[toy.ToyConfig], splits: list, k: int) -> list[dict]:
+    """K-fold cross-validation of each fit: the fit's settings refitted (vectorised) on ``k``
+    training sets of ``n - n / k`` rows, each scored on its held-out rows by the log posterior
+    predictive density ``log mean_s p(y_i | z_s)`` of ``draws`` draws of its q. Returns per
+    fit ``elpd_kfold``, its SE (``sqrt(n) sd(elpd_i)``, as LOO's) and the pointwise values."""
+    import bnn_zoo
+    from bnn_zoo.inference import families
+    from bnn_zoo.inference.advi import initial_mean
+    from bnn_zoo.inference.batch import posterior_mean, run_stacked
+    from bnn_zoo.data.toy import Split
+    from bnn_zoo.inference.jaxmodel import Layout, compile_model
+
+    cfg0, R = cfgs[0], cfgs[0].restarts
+    parts = [folds(cfg.n_train, k, cfg.seed) for cfg in cfgs]
+    train_rows = [[np.setdiff1d(np.arange(cfg.n_train), held) for held in part] for cfg, part in zip(cfgs, parts)]
+    fold_split = Split(splits[0].X_train[train_rows[0][0]], splits[0].y_train[train_rows[0][0]],
+                               splits[0].X_test[:1], splits[0].y_test[:1])
+    with bnn_zoo.precision(cfg0.float32):
+        model = toy.model(cfg0, fold_split)
+    point = model.initial_point()
+    layout = Layout.of(model, point)
+    density = compile_model(model, layout)
+    dtypes = [np.asarray(v.get_value()).dtype for v in model.data_vars]
+    rows = [(i, f, r) for i in range(len(cfgs)) for f in range(k) for r in range(R)]
+    seeds = [(cfgs[i].seed if cfgs[i].init_seed is None else cfgs[i].init_seed) + r for i, _, r in rows]
+    data = [np.stack([np.asarray(getattr(splits[i], f"{name}_train")[train_rows[i][f]], dtype)
+                      for i, f, _ in rows]) for name, dtype in zip(("X", "y"), dtypes)]
+    out = run_stacked(model, density, np.stack([initial_mean(layout, point, s) for s in seeds]), data, seeds,
+                      method=cfg0.method, steps=cfg0.steps, optimizer=runner.make_optimizer(cfg0, cfg0.lr, cfg0.steps),
+                      init_std=cfg0.init_std, beta=cfg0.beta, mc_samples=cfg0.mc_samples, average=cfg0.average)
+    family, results = families.get(cfg0.method), []
+    for i, (cfg, split) in enumerate(zip(cfgs, splits)):
+        elpd_i = np.empty(cfg.n_train)
+        for f, held in enumerate(parts[i]):
+            first = rows.index((i, f, 0))
+            qs = [family.mean_and_factor({key: v[first + r] for key, v in out.params.items()}) for r in range(R)]
+            fold_data = [data[j][first] for j in range(len(data))]
+            q = qs[int(np.argmax([_q_elbo(density, q, fold_data, cfg.seed) for q in qs]))] if R > 1 else qs[0]
+            z, _ = families.sample(*q, cfg.draws, np.random.default_rng(cfg.seed))
+            held_data = [np.asarray(split.X_train[held], dtypes[0]), np.asarray(split.y_train[held], dtypes[1])]
+            proba = posterior_mean(density, z, held_data, "p")
+            elpd_i[held] = np.log(np.clip(proba[np.arange(len(held)), split.y_train[held]], 1e-300, None))
+        results.append({"kfold": k, "elpd_kfold": float(elpd_i.sum()),
+                        "elpd_kfold_se": float(np.sqrt(len(elpd_i)) * elpd_i.std(ddof=1)),
+                        "elpd_kfold_i": elpd_i.tolist()})
+    return results
+
+
+def kfold_elpd(record):
+    """A record's K-fold cross-validation as ArviZ's ``ELPDDataLOOKFold`` (what
+    ``arviz_stats.loo_kfold`` returns), which ``az.compare`` accepts."""
+    import xarray as xr
+    from arviz_stats.utils import ELPDDataLOOKFold
+
+    values = record["elpd_kfold_i"]
+    elpd_i = np.asarray(json.loads(values) if isinstance(values, str) else values, dtype="float64")
+    return ELPDDataLOOKFold(elpd=float(elpd_i.sum()), se=float(np.sqrt(len(elpd_i)) * elpd_i.std(ddof=1)),
+                            p=np.nan, n_samples=int(record["draws"]), n_data_points=len(elpd_i), scale="log",
+                            warning=False, good_k=None, elpd_i=xr.DataArray(elpd_i, dims=["obs"]),
+                            n_folds=int(record["kfold"]))
 
 
 def _settings(cfg: toy.ToyConfig) -> dict:
@@ -321,7 +396,7 @@ def _cluster(args):
 def run_sweep(args, report=print) -> tuple[Path, int]:
     """Fit what the store lacks; returns the consolidated table's path and the fits done now."""
     cfgs = specs(args)
-    keys = [fit_key(c) for c in cfgs]
+    keys = [fit_key(c, args.kfold) for c in cfgs]
     if len(set(keys)) != len(keys):
         raise UsageError("the sweep's lists repeat a value (two fits with the same settings)")
     store = Store(args.out)
@@ -338,7 +413,7 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
             if client is None:
                 bayes = {}
                 for task in work:
-                    results = fit_task(task, args.keep_draws)
+                    results = fit_task(task, args.keep_draws, args.kfold)
                     for cfg, result in zip(task, results):
                         s = json.dumps(split_settings(cfg), sort_keys=True)
                         if s not in bayes:
@@ -349,7 +424,8 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
                 from dask.distributed import as_completed
 
                 bayes = {s: client.submit(bayes_task, settings, pure=False) for s, settings in splits.items()}
-                futures = {client.submit(fit_task, task, args.keep_draws, pure=False): task for task in work}
+                futures = {client.submit(fit_task, task, args.keep_draws, args.kfold, pure=False): task
+                           for task in work}
                 for future in as_completed(futures):
                     task = futures[future]
                     for cfg, result in zip(task, future.result()):
@@ -427,6 +503,9 @@ def build_parser(prog: str = "bnn-zoo sweep") -> argparse.ArgumentParser:
     p.add_argument("--n-test", type=positive_int, default=10_000, help="fresh test points per data set")
     p.add_argument("--draws", type=positive_int, default=toy.DEFAULTS["draws"])
     p.add_argument("--hidden", type=int_list, default=(5, 5), help="hidden layer sizes, e.g. 5,5")
+    p.add_argument("--kfold", type=nonneg_int, default=0,
+                   help="also K-fold cross-validation of every fit (K refits on folds of the training data; "
+                   "0: none)")
     p.add_argument("--keep-draws", action="store_true", help="also write each fit's DataTree to draws/")
     p.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1,
                    help="Dask LocalCluster processes (1: in this process)")
@@ -446,6 +525,9 @@ def check(args) -> None:
         raise UsageError(f"--draws must be at least {MIN_DRAWS} for PSIS-LOO, got {args.draws}")
     if max(args.restarts) > args.draws:
         raise UsageError(f"--restarts {max(args.restarts)} is more than --draws {args.draws}")
+    if args.kfold == 1 or any(args.kfold and n % args.kfold for n in args.n_train):
+        raise UsageError(f"--kfold {args.kfold} must be at least 2 and divide --n-train "
+                         f"({','.join(map(str, args.n_train))}) into folds of one size")
     if max(args.steps) > MAX_STEPS:
         raise UsageError(f"--steps {max(args.steps):,} is more than {MAX_STEPS:,}")
     if args.scheduler is not None and not args.scheduler.startswith(("tcp://", "tls://", "inproc://", "ws://", "wss://")):
