@@ -423,7 +423,9 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
             else:
                 from dask.distributed import as_completed
 
-                bayes = {s: client.submit(bayes_task, settings, pure=False) for s, settings in splits.items()}
+                # The Bayes-optimal references first: a fit's record waits for its data set's.
+                bayes = {s: client.submit(bayes_task, settings, pure=False, priority=10)
+                         for s, settings in splits.items()}
                 futures = {client.submit(fit_task, task, args.keep_draws, args.kfold, pure=False): task
                            for task in work}
                 for future in as_completed(futures):
