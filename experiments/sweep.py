@@ -380,6 +380,10 @@ def _cluster(args):
     if args.scheduler is not None:
         client = Client(args.scheduler)
         return client, client.close
+    import logging
+
+    # Shutting workers down that hold JAX's threads takes a few seconds: not worth a warning.
+    logging.getLogger("distributed.nanny").setLevel(logging.ERROR)
     # Single-threaded XLA in each worker: one small program per core (see runner._worker_init).
     with runner._xla_flags(["--xla_cpu_multi_thread_eigen=false", "intra_op_parallelism_threads=1"]):
         cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
