@@ -75,6 +75,60 @@ def structure(cfg: toy.ToyConfig) -> tuple:
 # --- one task: fits of one structure ----------------------------------------------
 
 
+class _Batch:
+    """Fits of one structure (each with its restarts) run as one vmapped program.
+
+    ``trains[i]`` is fit ``i``'s training data ``(X, y)``; the model is
+    built on the first. ``best(i)`` is fit ``i``'s q with the highest ELBO
+    over its restarts (as the toy experiment picks), with its row and the
+    restarts' ELBOs.
+    """
+
+    def __init__(self, cfgs: list[toy.ToyConfig], trains: list[tuple[np.ndarray, np.ndarray]]):
+        import bnn_zoo
+        from bnn_zoo.data.toy import Split
+        from bnn_zoo.inference import families
+        from bnn_zoo.inference.advi import initial_mean
+        from bnn_zoo.inference.batch import run_stacked
+        from bnn_zoo.inference.jaxmodel import Layout, compile_model
+
+        cfg0 = cfgs[0]
+        self.cfgs, self.R = cfgs, cfg0.restarts
+        X, y = trains[0]
+        with bnn_zoo.precision(cfg0.float32):
+            self.model = toy.model(cfg0, Split(X, y, X[:1], y[:1]))
+        point = self.model.initial_point()
+        self.layout = Layout.of(self.model, point)
+        self.density = compile_model(self.model, self.layout)
+        self.family = families.get(cfg0.method)
+        self.dtypes = {v.name: np.asarray(v.get_value()).dtype for v in self.model.data_vars}
+        self.trains = [self.data(X, y) for X, y in trains]
+        seeds = [(c.seed if c.init_seed is None else c.init_seed) + k for c in cfgs for k in range(self.R)]
+        stacked = [np.stack([train[j] for train in self.trains for _ in range(self.R)])
+                   for j in range(len(self.dtypes))]
+        self.out = run_stacked(self.model, self.density, np.stack([initial_mean(self.layout, point, s) for s in seeds]),
+                               stacked, seeds, method=cfg0.method, steps=cfg0.steps,
+                               optimizer=runner.make_optimizer(cfg0, cfg0.lr, cfg0.steps), init_std=cfg0.init_std,
+                               beta=cfg0.beta, mc_samples=cfg0.mc_samples, average=cfg0.average)
+
+    def data(self, X, y) -> list[np.ndarray]:
+        """``X`` and ``y`` as the model's data containers, in their order and dtypes."""
+        return [np.asarray({"X": X, "y": y}[name], dtype) for name, dtype in self.dtypes.items()]
+
+    def params(self, row: int) -> dict:
+        return {k: v[row] for k, v in self.out.params.items()}
+
+    def best(self, i: int):
+        """``(q, row, restarts' ELBOs or None)`` of fit ``i``."""
+        rows = range(i * self.R, (i + 1) * self.R)
+        qs = [self.family.mean_and_factor(self.params(r)) for r in rows]
+        if self.R == 1:
+            return qs[0], rows[0], None
+        elbos = [_q_elbo(self.density, q, self.trains[i], self.cfgs[i].seed) for q in qs]
+        k = int(np.argmax(elbos))
+        return qs[k], rows[k], elbos
+
+
 def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0) -> list[dict]:
     """Fit ``cfgs`` (one structure) together; one record each (and its DataTree with ``keep_draws``).
 
@@ -82,62 +136,28 @@ def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0
     (:func:`kfold_task`). Runs on a Dask worker or in this process, and
     writes nothing.
     """
-    import bnn_zoo
-    from bnn_zoo.inference import families
-    from bnn_zoo.inference.advi import initial_mean
-    from bnn_zoo.inference.batch import run_stacked
     from bnn_zoo.inference.diagnostics import convergence
-    from bnn_zoo.inference.jaxmodel import Layout, compile_model
 
     t0 = time.perf_counter()
-    cfg0, R = cfgs[0], cfgs[0].restarts
     splits = [toy.data(c) for c in cfgs]
-    with bnn_zoo.precision(cfg0.float32):
-        model = toy.model(cfg0, splits[0])
-    point = model.initial_point()
-    layout = Layout.of(model, point)
-    density = compile_model(model, layout)
-    names = [v.name for v in model.data_vars]
-    dtypes = [np.asarray(v.get_value()).dtype for v in model.data_vars]
-
-    def data_of(X, y):
-        return [np.asarray({"X": X, "y": y}[name], dtype) for name, dtype in zip(names, dtypes)]
-
-    train = [data_of(s.X_train, s.y_train) for s in splits]
-    seeds = [(c.seed if c.init_seed is None else c.init_seed) + k for c in cfgs for k in range(R)]
-    means = np.stack([initial_mean(layout, point, s) for s in seeds])
-    stacked = [np.stack([train[i][j] for i in range(len(cfgs)) for _ in range(R)]) for j in range(len(names))]
-    optimizer = runner.make_optimizer(cfg0, cfg0.lr, cfg0.steps)
-    out = run_stacked(model, density, means, stacked, seeds, method=cfg0.method, steps=cfg0.steps,
-                      optimizer=optimizer, init_std=cfg0.init_std, beta=cfg0.beta,
-                      mc_samples=cfg0.mc_samples, average=cfg0.average)
-    fit_seconds = out.seconds / len(cfgs)
-    family = families.get(cfg0.method)
-    observed = model.observed_RVs[0].name
+    batch = _Batch(cfgs, [(s.X_train, s.y_train) for s in splits])
+    observed = batch.model.observed_RVs[0].name
     records = []
     for i, (cfg, split) in enumerate(zip(cfgs, splits)):
         t1 = time.perf_counter()
-        rows = range(i * R, (i + 1) * R)
-        qs = [family.mean_and_factor({k: v[r] for k, v in out.params.items()}) for r in rows]
-        elbos = [_q_elbo(density, q, train[i], cfg.seed) for q in qs] if R > 1 else None
-        picked = int(np.argmax(elbos)) if R > 1 else None
-        chosen = rows[picked or 0]
-        check = convergence(out.elbo[chosen])
-        metrics = _evaluate(density, qs[picked or 0], train[i], data_of(split.X_test, split.y_test),
+        q, chosen, elbos = batch.best(i)
+        metrics = _evaluate(batch.density, q, batch.trains[i], batch.data(split.X_test, split.y_test),
                             split.y_test, cfg, observed)
         tail = max(1, min(1000, cfg.steps // 10))
         record = {
-            "key": fit_key(cfg, kfold), **_settings(cfg), "n_params": layout.dim,
-            **check.record(), **metrics,
-            "elbo_final": float(np.mean(out.elbo[chosen][-tail:])),
-            "elbo_restarts": elbos, "picked_restart": picked,
-            "fit_seconds": fit_seconds, "evaluate_seconds": time.perf_counter() - t1,
-            "batched_with": len(cfgs) * R,
+            "key": fit_key(cfg, kfold), **_settings(cfg), "n_params": batch.layout.dim,
+            **convergence(batch.out.elbo[chosen]).record(), **metrics,
+            "elbo_final": float(np.mean(batch.out.elbo[chosen][-tail:])),
+            "elbo_restarts": elbos, "picked_restart": None if elbos is None else chosen - i * batch.R,
+            "fit_seconds": batch.out.seconds / len(cfgs), "evaluate_seconds": time.perf_counter() - t1,
+            "batched_with": len(cfgs) * batch.R,
         }
-        draws = None
-        if keep_draws:
-            draws = _datatree(cfg, split, family, layout, density,
-                              {k: v[chosen] for k, v in out.params.items()}, out)
+        draws = _datatree(cfg, split, batch, chosen) if keep_draws else None
         records.append({"record": record, "draws": draws})
     if kfold:
         for r, fold in zip(records, kfold_task(cfgs, splits, kfold)):
@@ -157,47 +177,23 @@ def kfold_task(cfgs: list[toy.ToyConfig], splits: list, k: int) -> list[dict]:
     training sets of ``n - n / k`` rows, each scored on its held-out rows by the log posterior
     predictive density ``log mean_s p(y_i | z_s)`` of ``draws`` draws of its q. Returns per
     fit ``elpd_kfold``, its SE (``sqrt(n) sd(elpd_i)``, as LOO's) and the pointwise values."""
-    import bnn_zoo
     from bnn_zoo.inference import families
-    from bnn_zoo.inference.advi import initial_mean
-    from bnn_zoo.inference.batch import posterior_mean, run_stacked
-    from bnn_zoo.data.toy import Split
-    from bnn_zoo.inference.jaxmodel import Layout, compile_model
+    from bnn_zoo.inference.batch import posterior_mean
 
-    cfg0, R = cfgs[0], cfgs[0].restarts
     parts = [folds(cfg.n_train, k, cfg.seed) for cfg in cfgs]
-    train_rows = [[np.setdiff1d(np.arange(cfg.n_train), held) for held in part] for cfg, part in zip(cfgs, parts)]
-    fold_split = Split(splits[0].X_train[train_rows[0][0]], splits[0].y_train[train_rows[0][0]],
-                               splits[0].X_test[:1], splits[0].y_test[:1])
-    with bnn_zoo.precision(cfg0.float32):
-        model = toy.model(cfg0, fold_split)
-    point = model.initial_point()
-    layout = Layout.of(model, point)
-    density = compile_model(model, layout)
-    dtypes = [np.asarray(v.get_value()).dtype for v in model.data_vars]
-    rows = [(i, f, r) for i in range(len(cfgs)) for f in range(k) for r in range(R)]
-    seeds = [(cfgs[i].seed if cfgs[i].init_seed is None else cfgs[i].init_seed) + r for i, _, r in rows]
-    data = [np.stack([np.asarray(getattr(splits[i], f"{name}_train")[train_rows[i][f]], dtype)
-                      for i, f, _ in rows]) for name, dtype in zip(("X", "y"), dtypes)]
-    out = run_stacked(model, density, np.stack([initial_mean(layout, point, s) for s in seeds]), data, seeds,
-                      method=cfg0.method, steps=cfg0.steps, optimizer=runner.make_optimizer(cfg0, cfg0.lr, cfg0.steps),
-                      init_std=cfg0.init_std, beta=cfg0.beta, mc_samples=cfg0.mc_samples, average=cfg0.average)
-    family, results = families.get(cfg0.method), []
-    for i, (cfg, split) in enumerate(zip(cfgs, splits)):
-        elpd_i = np.empty(cfg.n_train)
-        for f, held in enumerate(parts[i]):
-            first = rows.index((i, f, 0))
-            qs = [family.mean_and_factor({key: v[first + r] for key, v in out.params.items()}) for r in range(R)]
-            fold_data = [data[j][first] for j in range(len(data))]
-            q = qs[int(np.argmax([_q_elbo(density, q, fold_data, cfg.seed) for q in qs]))] if R > 1 else qs[0]
-            z, _ = families.sample(*q, cfg.draws, np.random.default_rng(cfg.seed))
-            held_data = [np.asarray(split.X_train[held], dtypes[0]), np.asarray(split.y_train[held], dtypes[1])]
-            proba = posterior_mean(density, z, held_data, "p")
-            elpd_i[held] = np.log(np.clip(proba[np.arange(len(held)), split.y_train[held]], 1e-300, None))
-        results.append({"kfold": k, "elpd_kfold": float(elpd_i.sum()),
-                        "elpd_kfold_se": float(np.sqrt(len(elpd_i)) * elpd_i.std(ddof=1)),
-                        "elpd_kfold_i": elpd_i.tolist()})
-    return results
+    cases = [(i, held) for i, part in enumerate(parts) for held in part]  # one fit per fold
+    keep = [np.setdiff1d(np.arange(cfgs[i].n_train), held) for i, held in cases]
+    batch = _Batch([cfgs[i] for i, _ in cases],
+                   [(splits[i].X_train[rows], splits[i].y_train[rows]) for (i, _), rows in zip(cases, keep)])
+    elpd = [np.empty(cfg.n_train) for cfg in cfgs]
+    for j, (i, held) in enumerate(cases):
+        cfg, split = cfgs[i], splits[i]
+        q, _, _ = batch.best(j)
+        z, _ = families.sample(*q, cfg.draws, np.random.default_rng(cfg.seed))
+        proba = posterior_mean(batch.density, z, batch.data(split.X_train[held], split.y_train[held]), "p")
+        elpd[i][held] = np.log(np.clip(proba[np.arange(len(held)), split.y_train[held]], 1e-300, None))
+    return [{"kfold": k, "elpd_kfold": float(e.sum()), "elpd_kfold_se": float(np.sqrt(len(e)) * e.std(ddof=1)),
+             "elpd_kfold_i": e.tolist()} for e in elpd]
 
 
 def kfold_elpd(record):
@@ -258,16 +254,16 @@ def _evaluate(density, q, train, test, y_test, cfg, observed: str) -> dict:
     }
 
 
-def _datatree(cfg, split, family, layout, density, params, out):
+def _datatree(cfg, split, batch: _Batch, row: int):
     """The chosen fit's posterior draws as :func:`bnn_zoo.sample` writes them (the runner's idata)."""
     import bnn_zoo
     from bnn_zoo.inference.advi import FitResult
 
     with bnn_zoo.precision(cfg.float32):
         model = toy.model(cfg, split)
-    result = FitResult(model=model, family=family, layout=layout, params=params, elbo=out.elbo[0],
-                       config=dict(out.config, seed=cfg.seed), seconds=0.0, compile_seconds=0.0,
-                       density=density)
+    result = FitResult(model=model, family=batch.family, layout=batch.layout, params=batch.params(row),
+                       elbo=batch.out.elbo[row], config=dict(batch.out.config, seed=cfg.seed), seconds=0.0,
+                       compile_seconds=0.0, density=batch.density)
     return bnn_zoo.sample(result, cfg.draws, seed=cfg.seed)
 
 
@@ -425,18 +421,21 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
                         _finish(store, result, bayes[s])
                     advance(len(task))
             else:
+                from concurrent.futures import ThreadPoolExecutor
+
                 from dask.distributed import as_completed
 
-                # The Bayes-optimal references first: a fit's record waits for its data set's.
-                bayes = {s: client.submit(bayes_task, settings, pure=False, priority=10)
-                         for s, settings in splits.items()}
                 futures = {client.submit(fit_task, task, args.keep_draws, args.kfold, pure=False): task
                            for task in work}
-                for future in as_completed(futures):
-                    task = futures[future]
-                    for cfg, result in zip(task, future.result()):
-                        _finish(store, result, bayes[json.dumps(split_settings(cfg), sort_keys=True)].result())
-                    advance(len(task))
+                # The Bayes-optimal references in this process, while the workers fit: a record
+                # waits for its data set's, and the workers' queues would put it behind fits.
+                with ThreadPoolExecutor(1) as references:
+                    bayes = {s: references.submit(bayes_task, settings) for s, settings in splits.items()}
+                    for future in as_completed(futures):
+                        task = futures[future]
+                        for cfg, result in zip(task, future.result()):
+                            _finish(store, result, bayes[json.dumps(split_settings(cfg), sort_keys=True)].result())
+                        advance(len(task))
     finally:
         close()
     return store.consolidate(), len(todo)
