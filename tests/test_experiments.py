@@ -73,7 +73,7 @@ def test_bad_input_exit_status_of_the_real_command(tmp_path):
     assert proc.stderr.strip() == "bnn-zoo circles: error: argument --steps: must be a positive integer, got 0"
     assert not (tmp_path / "out").exists()
     proc = bnn_zoo("spirals", cwd=tmp_path)
-    assert proc.returncode == 2 and proc.stderr.startswith("bnn-zoo: error: unknown experiment 'spirals'")
+    assert proc.returncode == 2 and proc.stderr.startswith("bnn-zoo: error: unknown command 'spirals'")
 
 
 def test_help_lists_the_flags(tmp_path):

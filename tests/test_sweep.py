@@ -194,3 +194,12 @@ def test_kfold_refits_each_fold_and_gives_elpd_data_that_az_compare_takes(tmp_pa
     np.testing.assert_allclose(elpd_i[held], np.log(proba[np.arange(len(held)), split.y_train[held]]), rtol=1e-8)
     ranked = az.compare({prior: sweep.kfold_elpd(table.loc[prior]) for prior in ("normal", "laplace")})
     assert list(ranked.index) == sorted(("normal", "laplace"), key=lambda p: -table.loc[p, "elpd_kfold"])
+
+
+def test_bnn_zoo_runs_the_sweep_and_the_report(tmp_path):
+    """The console command reaches both (a one-line error and exit 2 for a folder with no sweep)."""
+    from bnn_zoo import cli
+
+    assert set(cli.TOOLS) == {"sweep", "report"} and not set(cli.TOOLS) & set(cli.EXPERIMENTS)
+    assert cli.main(["report", str(tmp_path)]) == 2
+    assert cli.main(["sweep", "--out", str(tmp_path / "s"), "--draws", "3"]) == 2 and not (tmp_path / "s").exists()

@@ -1,4 +1,4 @@
-"""``bnn-zoo <experiment> [flags]``: every experiment (and the prior sweep) behind one command."""
+"""``bnn-zoo <command> [flags]``: every experiment, the prior sweep and its report behind one command."""
 
 from __future__ import annotations
 
@@ -13,27 +13,28 @@ EXPERIMENTS = {
     "regression": "regression",
     "mnist-cnn": "mnist_cnn",
     "mnist-bbb": "mnist_bbb",
-    "sweep": "sweep",
-    "report": "report",
 }
+# command -> module of bnn_zoo.experiments: many experiments' fits, and their analysis
+TOOLS = {"sweep": "sweep", "report": "report"}
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    usage = f"usage: bnn-zoo {{{','.join(EXPERIMENTS)}}} [flags]   (bnn-zoo <experiment> --help)"
+    commands = {**EXPERIMENTS, **TOOLS}
+    usage = f"usage: bnn-zoo {{{','.join(commands)}}} [flags]   (bnn-zoo <command> --help)"
     if not argv or argv[0] in ("-h", "--help"):
         print(usage)
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
-    if name not in EXPERIMENTS:
-        print(f"bnn-zoo: error: unknown experiment {name!r}; valid: {', '.join(EXPERIMENTS)}",
+    if name not in commands:
+        print(f"bnn-zoo: error: unknown command {name!r}; valid: {', '.join(commands)}",
               file=sys.stderr)
         return 2
     if name in ("moons", "circles"):
         from bnn_zoo.experiments.toy import main as toy_main
 
         return toy_main(rest, prog=f"bnn-zoo {name}", dataset=name)
-    module = importlib.import_module(f"bnn_zoo.experiments.{EXPERIMENTS[name]}")
+    module = importlib.import_module(f"bnn_zoo.experiments.{commands[name]}")
     return module.main(rest, prog=f"bnn-zoo {name}")
 
 
