@@ -383,7 +383,7 @@ def _cluster(args):
     # Single-threaded XLA in each worker: one small program per core (see runner._worker_init).
     with runner._xla_flags(["--xla_cpu_multi_thread_eigen=false", "intra_op_parallelism_threads=1"]):
         cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
+                               dashboard_address=":0")  # any free port: never a clash
     client = Client(cluster)
 
     def close():

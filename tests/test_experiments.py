@@ -83,7 +83,8 @@ def test_help_lists_the_flags(tmp_path):
                  "--steps", "--lr", "--lr-schedule", "--beta", "--method", "--restarts", "--seed",
                  "--out", "--figures"):
         assert flag in proc.stdout
-    assert "usage: bnn-zoo {moons,circles,toy,regression,mnist-cnn,mnist-bbb}" in bnn_zoo("--help", cwd=tmp_path).stdout
+    assert "usage: bnn-zoo {moons,circles,toy,regression,mnist-cnn,mnist-bbb,sweep,report}" in \
+        bnn_zoo("--help", cwd=tmp_path).stdout
 
 
 def test_a_run_writes_the_output_contract(tmp_path):
