@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bnn_zoo.experiments.sweep import Store
 from bnn_zoo.inference.io import atomic_write
 
 CASE = ["dataset", "noise", "seed", "pair"]
@@ -41,8 +42,8 @@ CASE = ["dataset", "noise", "seed", "pair"]
 
 def load(folder: Path) -> pd.DataFrame:
     """Every record in a sweep's store (its finished fits, also of a sweep still running)."""
-    table = pd.concat([pd.read_parquet(p) for p in sorted((folder / "records").glob("[!.]*.parquet"))],
-                      ignore_index=True)
+    store = Store(folder)
+    table = store.table(sorted(store.done()))
     table["pair"] = table["prior"] + "-" + table["hyperprior"]
     return table
 

@@ -20,10 +20,15 @@ def accuracy(proba, y) -> float:
     return float(np.mean(_mean(proba).argmax(axis=1) == np.asarray(y)))
 
 
+def log_predictive(proba, y) -> np.ndarray:
+    """Each point's log posterior predictive density, ``log mean_s p(y_i | w_s)``."""
+    p = _mean(proba)[np.arange(len(y)), np.asarray(y)]
+    return np.log(np.clip(p, 1e-300, None))
+
+
 def nll(proba, y) -> float:
     """Mean negative log posterior predictive density, ``-log mean_s p(y_i | w_s)``."""
-    p = _mean(proba)[np.arange(len(y)), np.asarray(y)]
-    return float(-np.mean(np.log(np.clip(p, 1e-300, None))))
+    return float(-np.mean(log_predictive(proba, y)))
 
 
 def brier(proba, y) -> float:

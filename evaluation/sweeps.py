@@ -38,14 +38,6 @@ def interval(values) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
-def _summarise(groups, column: str) -> pd.DataFrame:
-    rows = []
-    for key, t in groups:
-        mean, lo, hi = interval(t[column])
-        rows.append((*key, mean, lo, hi, len(t)))
-    return rows
-
-
 def pair_gaps(table: pd.DataFrame) -> pd.DataFrame:
     """Per data set, noise and pair: the accuracy gap to the Bayes-optimal classifier (points),
     mean over seeds with its interval, and the share of fits that converged."""

@@ -47,7 +47,7 @@ from bnn_zoo.data.mnist import MNISTError
 from bnn_zoo.experiments.cli import (HelpFormatter, Parser, UsageError, check_writable, fraction,
                                      nonneg_int, positive_float, positive_int, unit_interval)
 from bnn_zoo.inference import CheckpointError, ConvergenceWarning, NonFiniteLossError, optim, psis
-from bnn_zoo.inference.advi import MAX_STEPS
+from bnn_zoo.inference.advi import MAX_STEPS, fullrank_from
 from bnn_zoo.inference.diagnostics import Convergence
 from bnn_zoo.inference.engine import steps_per_epoch
 from bnn_zoo.inference.families import METHODS
@@ -199,8 +199,8 @@ def add_fit_arguments(p: argparse.ArgumentParser, exp: Experiment) -> None:
     g.add_argument("--mc-samples", type=positive_int, default=d["mc_samples"],
                    help="Monte Carlo draws of q per step")
     g.add_argument("--path-derivative", action="store_true",
-                   help="the 'sticking the landing' gradient of the entropy term (default: only for "
-                   "full-rank after its mean-field warm start)")
+                   help="the 'sticking the landing' gradient of the entropy term (also in the "
+                   "full-rank phase of --method fullrank_advi, which without it uses the plain gradient)")
     g.add_argument("--fullrank-lr", type=positive_float, default=d["fullrank_lr"],
                    help="with --method fullrank_advi: the learning rate of the full-rank fit, which "
                    "starts from a mean-field fit made with --lr (same schedule and steps each)")
@@ -318,13 +318,8 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
             return mean_field
         # Full-rank from the mean-field fit (docs/engine.md): from its own narrow start it
         # diverges at the mean-field learning rate, and is slow at smaller ones.
-        full = bnn_zoo.fit(model, method="fullrank_advi", optimizer=optimizer(cfg.fullrank_lr),
-                           init=mean_field, warm_start=0, path_derivative=cfg.path_derivative,
-                           **settings)
-        full.seconds += mean_field.seconds
-        full.config = dict(full.config, warm_start=len(mean_field.elbo),
-                           warm_start_elbo_final=mean_field.elbo_final)
-        return full
+        return fullrank_from(model, mean_field, optimizer=optimizer(cfg.fullrank_lr),
+                             path_derivative=cfg.path_derivative, **settings)
 
     with warnings.catch_warnings():  # reported in the metrics, and as one line by main
         warnings.simplefilter("ignore", ConvergenceWarning)

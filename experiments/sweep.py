@@ -120,11 +120,14 @@ class _Batch:
 
     def best(self, i: int):
         """``(q, row, restarts' ELBOs or None)`` of fit ``i``."""
+        from bnn_zoo.inference.posterior import q_elbo
+
         rows = range(i * self.R, (i + 1) * self.R)
         qs = [self.family.mean_and_factor(self.params(r)) for r in rows]
         if self.R == 1:
             return qs[0], rows[0], None
-        elbos = [_q_elbo(self.density, q, self.trains[i], self.cfgs[i].seed) for q in qs]
+        # q's ELBO from 1,000 draws, as the toy experiment picks its restarts
+        elbos = [q_elbo(self.density, q, self.trains[i], seed=self.cfgs[i].seed)[0] for q in qs]
         k = int(np.argmax(elbos))
         return qs[k], rows[k], elbos
 
@@ -177,6 +180,7 @@ def kfold_task(cfgs: list[toy.ToyConfig], splits: list, k: int) -> list[dict]:
     training sets of ``n - n / k`` rows, each scored on its held-out rows by the log posterior
     predictive density ``log mean_s p(y_i | z_s)`` of ``draws`` draws of its q. Returns per
     fit ``elpd_kfold``, its SE (``sqrt(n) sd(elpd_i)``, as LOO's) and the pointwise values."""
+    from bnn_zoo.evaluation.metrics import log_predictive
     from bnn_zoo.inference import families
     from bnn_zoo.inference.batch import posterior_mean
 
@@ -191,9 +195,9 @@ def kfold_task(cfgs: list[toy.ToyConfig], splits: list, k: int) -> list[dict]:
         q, _, _ = batch.best(j)
         z, _ = families.sample(*q, cfg.draws, np.random.default_rng(cfg.seed))
         proba = posterior_mean(batch.density, z, batch.data(split.X_train[held], split.y_train[held]), "p")
-        elpd[i][held] = np.log(np.clip(proba[np.arange(len(held)), split.y_train[held]], 1e-300, None))
-    return [{"kfold": k, "elpd_kfold": float(e.sum()), "elpd_kfold_se": float(np.sqrt(len(e)) * e.std(ddof=1)),
-             "elpd_kfold_i": e.tolist()} for e in elpd]
+        elpd[i][held] = log_predictive(proba, split.y_train[held])
+    return [{"kfold": k, "elpd_kfold": float(e.sum()), "elpd_kfold_se": _se(e), "elpd_kfold_i": e.tolist()}
+            for e in elpd]
 
 
 def kfold_elpd(record):
@@ -204,7 +208,7 @@ def kfold_elpd(record):
 
     values = record["elpd_kfold_i"]
     elpd_i = np.asarray(json.loads(values) if isinstance(values, str) else values, dtype="float64")
-    return ELPDDataLOOKFold(elpd=float(elpd_i.sum()), se=float(np.sqrt(len(elpd_i)) * elpd_i.std(ddof=1)),
+    return ELPDDataLOOKFold(elpd=float(elpd_i.sum()), se=_se(elpd_i),
                             p=np.nan, n_samples=int(record["draws"]), n_data_points=len(elpd_i), scale="log",
                             warning=False, good_k=None, elpd_i=xr.DataArray(elpd_i, dims=["obs"]),
                             n_folds=int(record["kfold"]))
@@ -215,20 +219,16 @@ def _settings(cfg: toy.ToyConfig) -> dict:
             for k, v in dataclasses.asdict(cfg).items() if k in KEY_FIELDS}
 
 
-def _q_elbo(density, q, data, seed: int, draws: int = 1000) -> float:
-    """q's ELBO from ``draws`` draws: :func:`bnn_zoo.inference.posterior.elbo`'s, on ``data``."""
-    from bnn_zoo.inference import families
-    from bnn_zoo.inference.posterior import evaluate_draws
-
-    z, log_q = families.sample(*q, draws, np.random.default_rng(seed))
-    return float(np.mean(evaluate_draws(density, z, data, ("logp",))["logp"].astype("float64") - log_q))
+def _se(pointwise: np.ndarray) -> float:
+    """The SE of a sum of pointwise ELPD values, ``sqrt(n) sd``, as ArviZ's for LOO."""
+    return float(np.sqrt(len(pointwise)) * np.std(pointwise, ddof=1))
 
 
 def _evaluate(density, q, train, test, y_test, cfg, observed: str) -> dict:
     """The toy experiment's metrics of q, with :func:`bnn_zoo.sample`'s draws (seed ``cfg.seed``)."""
     from arviz_stats.base import array_stats
 
-    from bnn_zoo.evaluation.metrics import all_metrics
+    from bnn_zoo.evaluation.metrics import all_metrics, log_predictive
     from bnn_zoo.inference import families, psis
     from bnn_zoo.inference.batch import posterior_mean
     from bnn_zoo.inference.posterior import evaluate_draws
@@ -243,11 +243,11 @@ def _evaluate(density, q, train, test, y_test, cfg, observed: str) -> dict:
         loo = {"elpd_loo": float(elpd), "elpd_loo_se": float(se), "p_loo": float(p_loo),
                "pareto_k_max": float(np.max(k)), "pareto_k_bad_share": float(np.mean(k > 0.7))}
     proba = posterior_mean(density, z, test, "p")
-    lppd = np.log(np.clip(proba[np.arange(len(y_test)), y_test], 1e-300, None))  # log mean_s p(y_i | z_s)
+    lppd = log_predictive(proba, y_test)
     ratio = log_p - log_q
     return {
         **all_metrics(proba, y_test),
-        "elpd_test": float(lppd.sum()), "elpd_test_se": float(np.sqrt(len(lppd)) * lppd.std(ddof=1)),
+        "elpd_test": float(lppd.sum()), "elpd_test_se": _se(lppd),
         **{k: loo.get(k) for k in ("elpd_loo", "elpd_loo_se", "p_loo", "pareto_k_max", "pareto_k_bad_share")},
         "elbo_q": float(ratio.mean()) if np.isfinite(ratio).all() else None,
         "elbo_q_se": float(ratio.std(ddof=1) / np.sqrt(len(ratio))) if np.isfinite(ratio).all() else None,

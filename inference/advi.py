@@ -334,8 +334,7 @@ def fit(
     ran = steps - done
     result = FitResult(
         model=model, family=setup.family, layout=setup.layout,
-        params={k: np.asarray(v) for k, v in (state.params if state.average is None
-                                              else state.average).items()},
+        params={k: np.asarray(v) for k, v in state.fitted.items()},
         elbo=elbo, config=config,
         seconds=seconds_before + end - t0, compile_seconds=(first_step if ran else end) - t0,
         density=setup.density, _timed=(steps - first_done, end - first_step) if ran else (0, 0.0),
@@ -363,11 +362,18 @@ def _warm_started(model, *, steps, warm_start, path_derivative, **settings) -> F
         warm = fit(model, method="advi", steps=n_warm, path_derivative=False, warm_start=0, **settings)
     if settings["optimizer"] is None:  # the full-rank phase's default: ten times smaller steps
         settings = dict(settings, optimizer=optim.make("adam", 1e-3, steps - n_warm))
-    full = fit(model, method="fullrank_advi", steps=steps - n_warm, init=warm, warm_start=0,
-               path_derivative=True if path_derivative is None else path_derivative, **settings)
+    full = fullrank_from(model, warm, steps=steps - n_warm,
+                         path_derivative=True if path_derivative is None else path_derivative, **settings)
+    full.config = dict(full.config, init_std=settings["init_std"])
+    return full
+
+
+def fullrank_from(model: pm.Model, warm: FitResult, **settings) -> FitResult:
+    """A full-rank fit started at the mean-field fit ``warm`` (``settings`` as in :func:`fit`);
+    its time includes ``warm``'s, and its ``config`` records ``warm``'s steps and final ELBO."""
+    full = fit(model, method="fullrank_advi", init=warm, warm_start=0, **settings)
     full.seconds += warm.seconds
-    full.config = dict(full.config, warm_start=n_warm, warm_start_elbo_final=warm.elbo_final,
-                       init_std=settings["init_std"])
+    full.config = dict(full.config, warm_start=len(warm.elbo), warm_start_elbo_final=warm.elbo_final)
     return full
 
 
@@ -400,20 +406,8 @@ def prepare(model: pm.Model, *, method: str = "advi", steps: int = 10_000,
     ``fit`` loops over, and what the benchmarks time.
     """
     family = families.get(method)
-    if not (isinstance(steps, (int, np.integer)) and 1 <= steps <= MAX_STEPS):
-        raise ValueError(f"steps must be an integer in 1..{MAX_STEPS:,}, got {steps!r}")
-    if not (isinstance(mc_samples, (int, np.integer)) and mc_samples >= 1):
-        raise ValueError(f"mc_samples must be an integer >= 1, got {mc_samples!r}")
-    for name, value in (("init_std", init_std), ("beta", beta)):
-        if not (value > 0 and np.isfinite(value)):
-            raise ValueError(f"{name} must be positive and finite, got {value!r}")
-    if not 0 <= average < 1:
-        raise ValueError(f"average must be in [0, 1), got {average!r}")
-    average_from = steps - int(round(average * steps))
-    if optimizer is None:
-        optimizer = optim.make("adam", 1e-2, steps)
-    if not isinstance(optimizer, optax.GradientTransformation):
-        raise ValueError(f"optimizer must be an optax GradientTransformation, got {optimizer!r}")
+    average_from, optimizer = checked_settings(steps=steps, mc_samples=mc_samples, init_std=init_std,
+                                               beta=beta, average=average, optimizer=optimizer)
     dtype = model_dtype(model)
     sliced, n = _minibatch(model, minibatch, batch_size)
     kl_weight, kl_key = _kl_weighting(kl_weighting, batch_size, steps_per_epoch(n, batch_size))
@@ -436,19 +430,49 @@ def prepare(model: pm.Model, *, method: str = "advi", steps: int = 10_000,
             init_std=init_std if init is None else "from another fit", average=average)
         fingerprint = ckpt.fingerprint(model, layout, state, settings)
         data = tuple(jax.device_put(v.get_value()) for v in model.data_vars)
-        key = ("fit", method, _key(optimizer), sliced, batch_size, beta, mc_samples, dtype, kl_key,
-               path_derivative, average_from if average else None,
-               tuple((d.shape, str(d.dtype)) for d in data))
-        if key not in density.jitted:
-            elbo = objective.ELBO(density, family, beta=beta, scale=n / batch_size if batch_size else 1.0,
-                                  path_derivative=path_derivative)
-            density.jitted[key] = compile_steps(elbo, optimizer, sliced=sliced, n=n,
-                                                batch_size=batch_size, mc_samples=mc_samples,
-                                                kl_weight=kl_weight, dtype=dtype,
-                                                average_from=average_from)
+        steps_fns = compiled_steps(density, family, optimizer, sliced=sliced, n=n, batch_size=batch_size,
+                                   beta=beta, mc_samples=mc_samples, dtype=dtype, kl_weight=kl_weight,
+                                   kl_key=kl_key, path_derivative=path_derivative, average_from=average_from,
+                                   shapes=tuple((d.shape, str(d.dtype)) for d in data))
     return Setup(model=model, family=family, layout=layout, density=density, optimizer=optimizer,
-                 state=state, runner=Runner(density.jitted[key], data, seed), settings=settings,
-                 fingerprint=fingerprint, dtype=dtype, average_from=average_from if average else None)
+                 state=state, runner=Runner(steps_fns, data, seed), settings=settings,
+                 fingerprint=fingerprint, dtype=dtype, average_from=average_from)
+
+
+def checked_settings(*, steps, mc_samples, init_std, beta, average, optimizer):
+    """``(average_from, optimizer)`` after checking the fit's settings: the step from which the
+    iterates are averaged (``None``: no averaging), and the optimizer (Adam 0.01 by default)."""
+    if not (isinstance(steps, (int, np.integer)) and 1 <= steps <= MAX_STEPS):
+        raise ValueError(f"steps must be an integer in 1..{MAX_STEPS:,}, got {steps!r}")
+    if not (isinstance(mc_samples, (int, np.integer)) and mc_samples >= 1):
+        raise ValueError(f"mc_samples must be an integer >= 1, got {mc_samples!r}")
+    for name, value in (("init_std", init_std), ("beta", beta)):
+        if not (value > 0 and np.isfinite(value)):
+            raise ValueError(f"{name} must be positive and finite, got {value!r}")
+    if not 0 <= average < 1:
+        raise ValueError(f"average must be in [0, 1), got {average!r}")
+    if optimizer is None:
+        optimizer = optim.make("adam", 1e-2, steps)
+    if not isinstance(optimizer, optax.GradientTransformation):
+        raise ValueError(f"optimizer must be an optax GradientTransformation, got {optimizer!r}")
+    return (steps - int(round(average * steps)) if average else None), optimizer
+
+
+def compiled_steps(density: ModelFunction, family: Family, optimizer, *, sliced: tuple, n: int,
+                   batch_size: int | None, beta: float, mc_samples: int, dtype: str, kl_weight: Callable,
+                   kl_key, path_derivative: bool, average_from: int | None, shapes: tuple) -> dict:
+    """:func:`~bnn_zoo.inference.engine.compile_steps`' runners for this objective, optimizer and
+    one fit's data ``shapes``, built once and kept in ``density.jitted`` (a fit alone and
+    :func:`~bnn_zoo.inference.batch.fit_many` share them)."""
+    key = ("fit", family.name, _key(optimizer), sliced, batch_size, beta, mc_samples, dtype, kl_key,
+           path_derivative, average_from, shapes)
+    if key not in density.jitted:
+        elbo = objective.ELBO(density, family, beta=beta, scale=n / batch_size if batch_size else 1.0,
+                              path_derivative=path_derivative)
+        density.jitted[key] = compile_steps(elbo, optimizer, sliced=sliced, n=n, batch_size=batch_size,
+                                            mc_samples=mc_samples, kl_weight=kl_weight, dtype=dtype,
+                                            average_from=average_from or 0)
+    return density.jitted[key]
 
 
 def _key(optimizer) -> object:

@@ -26,10 +26,10 @@ import optax
 import pymc as pm
 
 from bnn_zoo.inference import core, families, optim
-from bnn_zoo.inference.advi import FitResult, _key, _kl_weighting, _minibatch, initial_mean, model_dtype
-from bnn_zoo.inference.engine import CHUNK, compile_steps, steps_per_epoch
+from bnn_zoo.inference.advi import (FitResult, _kl_weighting, _minibatch, checked_settings, compiled_steps,
+                                    initial_mean, model_dtype)
+from bnn_zoo.inference.engine import CHUNK, steps_per_epoch
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
-from bnn_zoo.inference.objective import ELBO
 
 
 @dataclass
@@ -46,39 +46,31 @@ class Stacked:
 def run_stacked(model: pm.Model, density: ModelFunction, means: np.ndarray, data: Sequence[np.ndarray],
                 seeds: Sequence[int], *, method: str = "advi", steps: int = 10_000,
                 optimizer: optax.GradientTransformation | None = None, init_std: float = 0.01,
-                init_params: dict[str, np.ndarray] | None = None, beta: float = 1.0, mc_samples: int = 1,
-                average: float = 0.0, batch_size: int | None = None,
+                beta: float = 1.0, mc_samples: int = 1, average: float = 0.0, batch_size: int | None = None,
                 kl_weighting: str = "constant") -> Stacked:
     """Fit ``density`` (``model``'s structure) ``len(seeds)`` times at once.
 
     ``means`` is ``(fits, dim)``, each fit's initial mean; ``data`` one array
     per data container of ``model`` with the fits on a leading axis;
-    ``seeds[i]`` seeds fit ``i``'s noise (and minibatches). ``init_params``
-    (stacked q parameters of ``method``) replaces the initial means and
-    ``init_std``. Other arguments as in :func:`bnn_zoo.fit`.
+    ``seeds[i]`` seeds fit ``i``'s noise (and minibatches). Other arguments
+    as in :func:`bnn_zoo.fit`.
     """
     family = families.get(method)
+    average_from, optimizer = checked_settings(steps=steps, mc_samples=mc_samples, init_std=init_std,
+                                               beta=beta, average=average, optimizer=optimizer)
     dtype = model_dtype(model)
-    optimizer = optim.make("adam", 1e-2, steps) if optimizer is None else optimizer
     t0 = time.perf_counter()
     sliced, n = _minibatch(model, None, batch_size)
     kl_weight, kl_key = _kl_weighting(kl_weighting, batch_size, steps_per_epoch(n, batch_size))
-    average_from = steps - int(round(average * steps))
-    if init_params is None:
-        init_params = [family.init(np.asarray(mu, dtype), np.float64(init_std)) for mu in means]
-        init_params = {k: np.stack([p[k] for p in init_params]) for k in init_params[0]}
+    init = [family.init(np.asarray(mu, dtype), np.float64(init_std)) for mu in means]
     state = jax.vmap(lambda params: core.init(params, optimizer, average=average > 0))(
-        {k: jnp.asarray(v, dtype) for k, v in init_params.items()})
+        {k: jnp.asarray(np.stack([p[k] for p in init]), dtype) for k in init[0]})
     data = tuple(jnp.asarray(d) for d in data)
     keys = jax.vmap(jax.random.key)(jnp.asarray(seeds))
-    key = ("fit", method, _key(optimizer), sliced, batch_size, beta, mc_samples, dtype, kl_key, False,
-           average_from if average else None, tuple((d.shape[1:], str(d.dtype)) for d in data))
-    if key not in density.jitted:
-        objective = ELBO(density, family, beta=beta, scale=n / batch_size if batch_size else 1.0)
-        density.jitted[key] = compile_steps(objective, optimizer, sliced=sliced, n=n, batch_size=batch_size,
-                                            mc_samples=mc_samples, kl_weight=kl_weight, dtype=dtype,
-                                            average_from=average_from)
-    loop = density.jitted[key]["batched_loop"]
+    loop = compiled_steps(density, family, optimizer, sliced=sliced, n=n, batch_size=batch_size, beta=beta,
+                          mc_samples=mc_samples, dtype=dtype, kl_weight=kl_weight, kl_key=kl_key,
+                          path_derivative=False, average_from=average_from,
+                          shapes=tuple((d.shape[1:], str(d.dtype)) for d in data))["batched_loop"]
     traces, first_chunk = [], None
     for start in range(0, steps, CHUNK):
         k = min(CHUNK, steps - start)
@@ -86,8 +78,7 @@ def run_stacked(model: pm.Model, density: ModelFunction, means: np.ndarray, data
         traces.append(np.asarray(trace[:, :k], dtype="float64"))
         if first_chunk is None:
             first_chunk = time.perf_counter()
-    params = state.params if state.average is None else state.average
-    return Stacked(params={name: np.asarray(value) for name, value in params.items()},
+    return Stacked(params={name: np.asarray(value) for name, value in state.fitted.items()},
                    elbo=np.concatenate(traces, axis=1), seconds=time.perf_counter() - t0,
                    compile_seconds=first_chunk - t0,
                    config=dict(method=method, steps=steps, optimizer=optim.describe(optimizer),

@@ -36,6 +36,11 @@ class ADVIState(NamedTuple):
     step: jax.Array  # int32, the steps taken
     average: dict | None = None  # mean of the iterates since ``average_from`` (or the latest before)
 
+    @property
+    def fitted(self) -> dict:
+        """q's parameters as a fit returns them: the running mean when averaging, else the latest."""
+        return self.params if self.average is None else self.average
+
 
 class ADVIInfo(NamedTuple):
     elbo: jax.Array  # the step's ELBO estimate, at full-data scale

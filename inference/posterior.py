@@ -159,8 +159,16 @@ def elbo(result: FitResult, draws: int = 1000, seed: int = 0) -> tuple[float, fl
     """The ELBO of the fitted q, ``E_q[log p - log q]`` at full-data scale, from ``draws`` draws:
     ``(estimate, its standard error)``. Unlike the trace's per-step estimates, it is the
     final q's, with no optimiser noise (and without the KL weight ``beta``)."""
-    z, log_q = draw_z(result, draws, seed)
-    ratio = evaluate_z(result, z, ("logp",))["logp"].astype("float64") - log_q
+    return q_elbo(result.density, result.family.mean_and_factor(result.params), _data(result.model),
+                  draws, seed)
+
+
+def q_elbo(density: ModelFunction, q: tuple[np.ndarray, np.ndarray], data: Sequence[np.ndarray],
+           draws: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """:func:`elbo` of the q given as ``(mean, factor)`` (:meth:`Family.mean_and_factor`) on
+    ``data`` (one array per data container), for fits without a model of their own data."""
+    z, log_q = families.sample(*q, draws, np.random.default_rng(seed))
+    ratio = evaluate_draws(density, z, data, ("logp",))["logp"].astype("float64") - log_q
     return float(ratio.mean()), float(ratio.std(ddof=1) / np.sqrt(len(ratio)))
 
 
