@@ -1,30 +1,28 @@
 """Fits per second: the sweep's vectorised tasks against one run at a time, in one process.
 
-    python -m benchmarks.sweep_speed [--fits 8] [--batch 48] [--steps 10000]
+    python -m benchmarks.sweep_speed [--fits 8] [--batch 48] [--steps 10000] [--float32]
 
 Both paths fit the same toy configurations at the experiment's defaults
 (normal-inversegamma on moons at noise 0.3, 700 training and 10,000 test
-points, 3 restarts, 500 draws, PSIS-LOO and the test metrics): one at a time
-as ``bnn-zoo moons`` runs them (``runner.run``: fit, sample, predict, LOO,
-write), and together as ``bnn-zoo sweep`` runs a task (``sweep.fit_task``:
-one vmapped program, then the same evaluation without the DataTrees). One
-core, single-threaded XLA for both (the sweep's workers are so configured);
-each path is run once untimed first, so that compilation is not timed.
+points, 6 restarts picked at a fifth of the steps, 500 draws, PSIS-LOO and
+the test metrics): one at a time as ``bnn-zoo moons`` runs them
+(``runner.run``: fit, its restarts vectorised, sample, predict, LOO, write),
+and together as ``bnn-zoo sweep`` runs a task (``sweep.fit_task``: one
+vmapped program, then the same evaluation without the DataTrees). One core,
+the sweep workers' XLA flags for both (``sweep.xla_flags``); each path is run
+once untimed first, so that compilation is not timed.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import os
-
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
-
-import argparse  # noqa: E402
-import dataclasses  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
 
 
 def main(argv=None) -> int:
@@ -34,12 +32,15 @@ def main(argv=None) -> int:
     p.add_argument("--fits", type=int, default=8, help="fits timed one at a time")
     p.add_argument("--batch", type=int, default=48, help="fits in the timed vectorised task")
     p.add_argument("--steps", type=int, default=10_000)
+    p.add_argument("--float32", action="store_true", help="fit and evaluate in single precision")
     args = p.parse_args(argv)
+    for flag in sweep.xla_flags():  # before JAX starts its backend
+        runner.add_xla_flag(flag)
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     sweep_args = sweep.build_parser().parse_args(
         ["--out", "unused", "--noise", "0.3", "--seeds", str(max(args.fits, args.batch) + 2),
-         "--steps", str(args.steps)])
+         "--steps", str(args.steps)] + (["--float32"] if args.float32 else []))
     cfgs = sweep.specs(sweep_args)
     work = Path(tempfile.mkdtemp(prefix="sweep-speed-"))
     exp = toy.experiment("moons")

@@ -10,8 +10,9 @@ several runs. The runner does the rest the same way for all of them:
    or written;
 2. build the model, :func:`bnn_zoo.fit` it (``--restarts`` times from other
    initial means; with checkpoints and ``--resume`` where the experiment
-   asks for them), and :func:`bnn_zoo.sample` the posterior (a mixture of
-   the restarts);
+   asks for them; with ``--pick-at``, the restarts run together and the best
+   early on runs on alone), and :func:`bnn_zoo.sample` the posterior (a
+   mixture of the restarts, or the best);
 3. let the experiment predict and score (:class:`Evaluation`), then write
    ``idata.nc`` (the ArviZ DataTree), ``metrics.json`` and the experiment's
    files into the run folder, staged and renamed into place whole.
@@ -49,6 +50,7 @@ from bnn_zoo.experiments.cli import (HelpFormatter, Parser, UsageError, check_wr
 from bnn_zoo.inference import CheckpointError, ConvergenceWarning, NonFiniteLossError, optim, psis
 from bnn_zoo.inference.advi import MAX_STEPS, fullrank_from
 from bnn_zoo.inference.diagnostics import Convergence
+from bnn_zoo.inference.batch import fit_many, pick_step
 from bnn_zoo.inference.engine import steps_per_epoch
 from bnn_zoo.inference.families import METHODS
 from bnn_zoo.inference.io import atomic_dir, write_json
@@ -87,6 +89,7 @@ class RunConfig:
     fullrank_lr: float = 0.001  # the full-rank phase's, after a mean-field fit with ``lr``
     restarts: int = 1
     pick: str = "mixture"
+    pick_at: float = 0.0  # with pick "best": the share of the steps after which the best restart runs on alone (0: at the end)
     draws: int = 500
     float32: bool = False
     resume: bool = False
@@ -210,6 +213,10 @@ def add_fit_arguments(p: argparse.ArgumentParser, exp: Experiment) -> None:
                    help="fits from other initial means (seeds seed, seed + 1, ...)")
     g.add_argument("--pick", choices=("best", "mixture"), default=d["pick"],
                    help="of the restarts: the one with the highest ELBO, or their equal-weight mixture")
+    g.add_argument("--pick-at", type=unit_interval, default=d.get("pick_at", 0.0),
+                   help="with --pick best: after this share of the steps, the restart with the highest "
+                   "mean ELBO estimate over the last 500 steps runs on alone (the restarts run together, "
+                   "vectorised); 0: all run to the end and the best by q's ELBO (1,000 draws) is kept")
     g.add_argument("--draws", type=positive_int, default=d["draws"],
                    help="posterior draws for predictions" + (" and LOO" if exp.loo else ""))
     g.add_argument("--seed", type=nonneg_int, default=d["seed"], help="data, init and Monte Carlo seed")
@@ -321,13 +328,33 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
         return fullrank_from(model, mean_field, optimizer=optimizer(cfg.fullrank_lr),
                              path_derivative=cfg.path_derivative, **settings)
 
+    def picked_early():
+        # The restarts run together for pick_at steps; the best runs on (inference.batch).
+        settings = dict(steps=steps, beta=cfg.beta, mc_samples=cfg.mc_samples, average=cfg.average,
+                        init_std=cfg.init_std, path_derivative=cfg.path_derivative)
+        seed = cfg.seed if cfg.init_seed is None else cfg.init_seed
+        mean_field, = fit_many([model], [seed], optimizer=optimizer(cfg.lr), restarts=cfg.restarts,
+                               pick_at=pick_step(cfg.pick_at, steps), **settings)
+        if cfg.method == "advi":
+            return mean_field
+        settings.pop("init_std")
+        full = fullrank_from(model, mean_field, optimizer=optimizer(cfg.fullrank_lr),
+                             seed=mean_field.config["seed"], progressbar=cfg.progress, **settings)
+        full.config.update({k: mean_field.config[k] for k in ("picked_restart", "pick_elbos")})
+        return full
+
+    early = cfg.pick == "best" and cfg.restarts > 1 and pick_step(cfg.pick_at, steps) > 0
     with warnings.catch_warnings():  # reported in the metrics, and as one line by main
         warnings.simplefilter("ignore", ConvergenceWarning)
-        fits = [one_fit(k, running, resume) for k, (running, resume) in enumerate(checkpoints)]
+        fits = ([picked_early()] if early else
+                [one_fit(k, running, resume) for k, (running, resume) in enumerate(checkpoints)])
     t0 = time.perf_counter()
-    elbos = [q_elbo(f, seed=cfg.seed)[0] for f in fits] if cfg.restarts > 1 else None
-    picked = int(np.argmax(elbos)) if cfg.pick == "best" and cfg.restarts > 1 else None
-    chosen = fits if picked is None else [fits[picked]]
+    if early:
+        elbos, picked = fits[0].config["pick_elbos"], fits[0].config["picked_restart"]
+    else:
+        elbos = [q_elbo(f, seed=cfg.seed)[0] for f in fits] if cfg.restarts > 1 else None
+        picked = int(np.argmax(elbos)) if cfg.pick == "best" and cfg.restarts > 1 else None
+    chosen = fits if picked is None or early else [fits[picked]]
     checks = [f.convergence for f in chosen]
     worst = next((c for c in checks if not c.converged), checks[0])
     idata = bnn_zoo.sample(chosen, cfg.draws, seed=cfg.seed, log_likelihood=exp.loo)
@@ -562,6 +589,8 @@ def check(exp: Experiment, cfg: RunConfig) -> None:
     """What the flags' own types cannot check, before anything is fitted."""
     if exp.loo and cfg.draws < psis.MIN_DRAWS:
         raise UsageError(f"--draws {cfg.draws}: PSIS-LOO needs at least {psis.MIN_DRAWS} draws")
+    if cfg.pick == "best" and cfg.restarts > 1 and cfg.pick_at and exp.minibatches:
+        raise UsageError("--pick-at needs full-batch fits; use --pick-at 0 with minibatches")
     if cfg.draws < cfg.restarts:
         raise UsageError(f"--draws {cfg.draws} is fewer than --restarts {cfg.restarts}: each fit "
                          "needs a draw")

@@ -5,7 +5,7 @@
 
 runs every combination of data set, noise level, prior pair and seed (and of
 any list given to ``--steps``, ``--lr``, ``--n-train``, ``--restarts``,
-``--init-std``) with the toy experiment's defaults, and writes one record per
+``--pick-at``, ``--init-std``) with the toy experiment's defaults, and writes one record per
 fit: its settings, the test metrics on ``--n-test`` fresh points (accuracy,
 NLL, Brier, ECE, the held-out ELPD), the Bayes-optimal classifier's on the
 same points and the gaps to it, PSIS-LOO (``elpd_loo``, its SE, ``p_loo``,
@@ -49,11 +49,11 @@ import numpy as np
 
 from bnn_zoo.experiments import runner, toy
 from bnn_zoo.experiments.cli import (HelpFormatter, Parser, UsageError, check_writable, int_list, names,
-                                     nonneg_int, positive_float, positive_int)
+                                     nonneg_int, positive_float, positive_int, unit_interval)
 
 KEY_FIELDS = ("dataset", "noise", "seed", "init_seed", "prior", "hyperprior", "n_train", "n_test", "hidden", "method",
               "steps", "optimizer", "lr", "lr_schedule", "lr_final", "init_std", "mc_samples", "beta",
-              "average", "restarts", "pick", "draws", "float32")
+              "average", "restarts", "pick", "pick_at", "draws", "float32")
 SPLIT_FIELDS = ("dataset", "noise", "seed", "n_train", "n_test")  # what makes a data set
 
 
@@ -80,8 +80,8 @@ class _Batch:
 
     ``trains[i]`` is fit ``i``'s training data ``(X, y)``; the model is
     built on the first. ``best(i)`` is fit ``i``'s q with the highest ELBO
-    over its restarts (as the toy experiment picks), with its row and the
-    restarts' ELBOs.
+    over its restarts, picked as the toy experiment picks (early, or at the
+    end), with its row, the restarts' ELBOs and the picked restart.
     """
 
     def __init__(self, cfgs: list[toy.ToyConfig], trains: list[tuple[np.ndarray, np.ndarray]]):
@@ -89,7 +89,7 @@ class _Batch:
         from bnn_zoo.data.toy import Split
         from bnn_zoo.inference import families
         from bnn_zoo.inference.advi import initial_mean
-        from bnn_zoo.inference.batch import run_stacked
+        from bnn_zoo.inference.batch import pick_step, run_stacked
         from bnn_zoo.inference.jaxmodel import Layout, compile_model
 
         cfg0 = cfgs[0]
@@ -109,7 +109,9 @@ class _Batch:
         self.out = run_stacked(self.model, self.density, np.stack([initial_mean(self.layout, point, s) for s in seeds]),
                                stacked, seeds, method=cfg0.method, steps=cfg0.steps,
                                optimizer=runner.make_optimizer(cfg0, cfg0.lr, cfg0.steps), init_std=cfg0.init_std,
-                               beta=cfg0.beta, mc_samples=cfg0.mc_samples, average=cfg0.average)
+                               beta=cfg0.beta, mc_samples=cfg0.mc_samples, average=cfg0.average,
+                               path_derivative=cfg0.path_derivative, restarts=self.R,
+                               pick_at=pick_step(cfg0.pick_at, cfg0.steps) if cfg0.pick == "best" else 0)
 
     def data(self, X, y) -> list[np.ndarray]:
         """``X`` and ``y`` as the model's data containers, in their order and dtypes."""
@@ -119,17 +121,20 @@ class _Batch:
         return {k: v[row] for k, v in self.out.params.items()}
 
     def best(self, i: int):
-        """``(q, row, restarts' ELBOs or None)`` of fit ``i``."""
+        """``(q, row, restarts' ELBOs or None, picked restart or None)`` of fit ``i``."""
         from bnn_zoo.inference.posterior import q_elbo
 
+        if self.out.picked is not None:  # picked early: one row per fit
+            return (self.family.mean_and_factor(self.params(i)), i, self.out.pick_scores[i].tolist(),
+                    int(self.out.picked[i]))
         rows = range(i * self.R, (i + 1) * self.R)
         qs = [self.family.mean_and_factor(self.params(r)) for r in rows]
         if self.R == 1:
-            return qs[0], rows[0], None
+            return qs[0], rows[0], None, None
         # q's ELBO from 1,000 draws, as the toy experiment picks its restarts
         elbos = [q_elbo(self.density, q, self.trains[i], seed=self.cfgs[i].seed)[0] for q in qs]
         k = int(np.argmax(elbos))
-        return qs[k], rows[k], elbos
+        return qs[k], rows[k], elbos, k
 
 
 def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0) -> list[dict]:
@@ -148,7 +153,7 @@ def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0
     records = []
     for i, (cfg, split) in enumerate(zip(cfgs, splits)):
         t1 = time.perf_counter()
-        q, chosen, elbos = batch.best(i)
+        q, chosen, elbos, picked = batch.best(i)
         metrics = _evaluate(batch.density, q, batch.trains[i], batch.data(split.X_test, split.y_test),
                             split.y_test, cfg, observed)
         tail = max(1, min(1000, cfg.steps // 10))
@@ -156,7 +161,7 @@ def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0
             "key": fit_key(cfg, kfold), **_settings(cfg), "n_params": batch.layout.dim,
             **convergence(batch.out.elbo[chosen]).record(), **metrics,
             "elbo_final": float(np.mean(batch.out.elbo[chosen][-tail:])),
-            "elbo_restarts": elbos, "picked_restart": None if elbos is None else chosen - i * batch.R,
+            "elbo_restarts": elbos, "picked_restart": picked,
             "fit_seconds": batch.out.seconds / len(cfgs), "evaluate_seconds": time.perf_counter() - t1,
             "batched_with": len(cfgs) * batch.R,
         }
@@ -192,7 +197,7 @@ def kfold_task(cfgs: list[toy.ToyConfig], splits: list, k: int) -> list[dict]:
     elpd = [np.empty(cfg.n_train) for cfg in cfgs]
     for j, (i, held) in enumerate(cases):
         cfg, split = cfgs[i], splits[i]
-        q, _, _ = batch.best(j)
+        q = batch.best(j)[0]
         z, _ = families.sample(*q, cfg.draws, np.random.default_rng(cfg.seed))
         proba = posterior_mean(batch.density, z, batch.data(split.X_train[held], split.y_train[held]), "p")
         elpd[i][held] = log_predictive(proba, split.y_train[held])
@@ -286,16 +291,18 @@ def specs(args) -> list[toy.ToyConfig]:
     exp = toy.experiment("moons")
     base = toy.configs(runner.build_parser(exp, "bnn-zoo moons").parse_args([]), "moons")[0]
     base = dataclasses.replace(base, n_test=args.n_test, draws=args.draws, hidden=args.hidden,
-                               progress=False, uncertainty_map=False, grid=False, keep_draws=args.keep_draws)
+                               progress=False, uncertainty_map=False, grid=False, keep_draws=args.keep_draws,
+                               float32=args.float32)
     pairs = (list(itertools.product(toy.GRID_PRIORS, sorted(toy.HYPERPRIORS))) if args.all_priors
              else list(itertools.product(args.priors, args.hyperpriors)))
     out = []
-    for (dataset, noise, seed, (prior, hyper), steps, lr, n_train, restarts, init_std) in itertools.product(
-            args.datasets, args.noise, range(args.seeds), pairs, args.steps, args.lr, args.n_train,
-            args.restarts, args.init_std):
+    for (dataset, noise, seed, (prior, hyper), steps, lr, n_train, restarts, pick_at, init_std) in (
+            itertools.product(args.datasets, args.noise, range(args.seeds), pairs, args.steps, args.lr,
+                              args.n_train, args.restarts, args.pick_at, args.init_std)):
         out.append(dataclasses.replace(base, dataset=dataset, noise=noise, seed=seed, prior=prior,
                                        hyperprior=hyper, steps=steps, lr=lr, n_train=n_train,
-                                       restarts=restarts, init_std=init_std,
+                                       restarts=restarts, pick_at=pick_at if restarts > 1 else 0.0,
+                                       init_std=init_std,
                                        init_seed=seed + args.init_offset if args.init_offset else None))
     return out
 
@@ -367,6 +374,14 @@ def split_settings(cfg) -> dict:
     return {k: getattr(cfg, k) for k in SPLIT_FIELDS}
 
 
+def xla_flags() -> list[str]:
+    """The workers' XLA flags: single-threaded XLA, one small program per core (see
+    ``runner._worker_init``), and the toy experiment's (XLA's own loops for the small
+    products: the vmapped steps run 1.3x (float64) to 1.9x (float32) faster than with
+    YNNPACK's fusions, ``benchmarks/README.md``)."""
+    return ["--xla_cpu_multi_thread_eigen=false", *toy.experiment().xla_flags]
+
+
 def _cluster(args):
     """``(client, close)``: a Dask client, or ``None`` to run the tasks in this process."""
     if args.scheduler is None and args.workers == 1:
@@ -380,8 +395,7 @@ def _cluster(args):
 
     # Shutting workers down that hold JAX's threads takes a few seconds: not worth a warning.
     logging.getLogger("distributed.nanny").setLevel(logging.ERROR)
-    # Single-threaded XLA in each worker: one small program per core (see runner._worker_init).
-    with runner._xla_flags(["--xla_cpu_multi_thread_eigen=false", "intra_op_parallelism_threads=1"]):
+    with runner._xla_flags(xla_flags()):
         cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
                                dashboard_address=":0")  # any free port: never a clash
     client = Client(cluster)
@@ -501,6 +515,9 @@ def build_parser(prog: str = "bnn-zoo sweep") -> argparse.ArgumentParser:
     p.add_argument("--lr", type=_list(positive_float, "--lr"), default=[toy.DEFAULTS["lr"]])
     p.add_argument("--n-train", type=_list(toy._n_train, "--n-train"), default=[700])
     p.add_argument("--restarts", type=_list(positive_int, "--restarts"), default=[toy.DEFAULTS["restarts"]])
+    p.add_argument("--pick-at", type=_list(unit_interval, "--pick-at"), default=[toy.DEFAULTS["pick_at"]],
+                   help="the share of the steps after which each fit's best restart runs on alone "
+                   "(0: all run to the end)")
     p.add_argument("--init-std", type=_list(positive_float, "--init-std"), default=[toy.DEFAULTS["init_std"]])
     p.add_argument("--init-offset", type=nonneg_int, default=0,
                    help="start seed s's restarts from the initial means of seeds s+N, s+N+1, ... "
@@ -508,6 +525,7 @@ def build_parser(prog: str = "bnn-zoo sweep") -> argparse.ArgumentParser:
     p.add_argument("--n-test", type=positive_int, default=10_000, help="fresh test points per data set")
     p.add_argument("--draws", type=positive_int, default=toy.DEFAULTS["draws"])
     p.add_argument("--hidden", type=int_list, default=(5, 5), help="hidden layer sizes, e.g. 5,5")
+    p.add_argument("--float32", action="store_true", help="fit and evaluate in single precision")
     p.add_argument("--kfold", type=nonneg_int, default=0,
                    help="also K-fold cross-validation of every fit (K refits on folds of the training data; "
                    "0: none)")
@@ -552,7 +570,8 @@ def main(argv=None, prog: str = "bnn-zoo sweep") -> int:
     try:
         check(args)
         runner.use_compilation_cache()
-        with runner._lock(args.out), warnings.catch_warnings():
+        # in this process (--workers 1) the flags apply if JAX has not started yet
+        with runner._lock(args.out), warnings.catch_warnings(), runner._xla_flags(xla_flags()):
             warnings.simplefilter("ignore", UserWarning)  # k-hat and convergence are in the records
             t0 = time.perf_counter()
             path, fitted = run_sweep(args, report=lambda line: print(line, file=sys.stderr))

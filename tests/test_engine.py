@@ -311,3 +311,30 @@ def test_fit_many_is_the_separate_fits():
     assert not np.allclose(many[0].params["mu"], many[2].params["mu"])  # other data, another fit
     with pytest.raises(ValueError, match="one structure"):
         fit_many([models[0], mlp_classifier(splits[0].X_train, splits[0].y_train, hidden=(3,))], [0, 0])
+
+
+def test_an_early_pick_keeps_the_best_restart_and_its_exact_fit():
+    """Restarts picked early: each fit keeps the restart whose ELBO estimates over the last
+    500 steps before the pick have the highest mean, and that restart's fit is bnn_zoo.fit's
+    with its seed (the others stop; the kept one's steps are unchanged)."""
+    from bnn_zoo.inference.batch import PICK_WINDOW, fit_many, pick_step
+
+    splits = [toy.load("moons", n_train=120, n_test=10, noise=0.4, seed=s) for s in (0, 1)]
+    models = [mlp_classifier(s.X_train, s.y_train, hidden=(4, 4)) for s in splits]
+    settings = dict(steps=1500, optimizer=optim.make("adam", 0.05, 1500, schedule_kind="cosine"), average=0.3)
+    picked = fit_many(models, [10, 20], restarts=4, pick_at=800, **settings)
+    assert len(picked) == 2
+    for result, model, seed in zip(picked, models, [10, 20]):
+        alone = [bnn_zoo.fit(model, seed=seed + k, progressbar=False, **settings) for k in range(4)]
+        scores = [a.elbo[800 - PICK_WINDOW:800].mean() for a in alone]
+        k = result.config["picked_restart"]
+        assert k == int(np.argmax(scores)) and result.config["seed"] == seed + k
+        np.testing.assert_allclose(result.config["pick_elbos"], scores, rtol=1e-9)
+        np.testing.assert_allclose(result.params["mu"], alone[k].params["mu"], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(result.elbo, alone[k].elbo, rtol=1e-9)
+    assert pick_step(0.2, 10_000) == 2000 and pick_step(0.2, 1234) == 200 and pick_step(0.99, 1000) == 900
+    assert pick_step(0.0, 10_000) == 0 and pick_step(0.5, 150) == 0
+    with pytest.raises(ValueError, match="restarts need pick_at"):
+        fit_many(models, [0, 1], restarts=2, **settings)
+    with pytest.raises(ValueError, match="pick_at must be a multiple of 100"):
+        fit_many(models, [0, 1], restarts=2, pick_at=850, **settings)

@@ -97,8 +97,9 @@ def test_a_run_writes_the_output_contract(tmp_path):
     assert REQUIRED <= set(metrics)
     assert (metrics["prior"], metrics["hyperprior"], metrics["seed"], metrics["steps"]) == (
         "laplace", "halfcauchy", 3, 1500)
-    # The defaults: the best of 3 restarts by the ELBO of their q.
-    assert metrics["restarts"] == 3 and metrics["pick"] == "best"
+    # The defaults: 6 restarts, of which the best by ELBO after a fifth of the steps runs on.
+    assert metrics["restarts"] == 6 and metrics["pick"] == "best" and metrics["pick_at"] == 0.2
+    assert len(metrics["elbo_restarts"]) == 6
     assert metrics["picked_restart"] == int(np.argmax(metrics["elbo_restarts"]))
     assert metrics["lr_schedule"] == "cosine" and metrics["converged"] in (True, False)
     assert 0.5 < metrics["bayes_accuracy"] <= 1 and metrics["elbo_q"] < 0
