@@ -43,6 +43,7 @@ def bnn_zoo(*args, cwd, timeout=900):
         (["--lr-final", "0"], "argument --lr-final: must be in (0, 1]"),
         (["--draws", "24"], "--draws 24: PSIS-LOO needs at least 25 draws"),
         (["--restarts", "30", "--draws", "25"], "--draws 25 is fewer than --restarts 30"),
+        (["--pick-at", "1.5"], "argument --pick-at: must be in [0, 1)"),
         (["--steps", "1000000000000"], "--steps 1,000,000,000,000 is more than 100,000,000 steps"),
     ],
 )

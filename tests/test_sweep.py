@@ -121,6 +121,7 @@ def test_a_changed_spec_adds_only_the_missing_fits(tmp_path):
     (["--steps", "1000000000000"], "more than 100,000,000"),
     (["--restarts", "40"], "--restarts 40 is more than --draws 30"),
     (["--scheduler", "localhost:8786"], "must be a Dask address"),
+    (["--pick-at", "0.2,1"], "argument --pick-at: must be in [0, 1)"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_any_work(tmp_path, capsys, extra, message):
     out = tmp_path / "sweep"
