@@ -116,6 +116,21 @@ def test_a_run_writes_the_output_contract(tmp_path):
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no temp leftovers
 
 
+def test_fullrank_continues_from_the_restart_picked_early(tmp_path):
+    """--method fullrank_advi with early-picked restarts: the full-rank phase starts from the
+    mean-field restart with the highest ELBO at the pick, and the record says which."""
+    out = tmp_path / "out"
+    code = main(["--method", "fullrank_advi", "--steps", "1000", "--restarts", "3", "--pick-at", "0.5",
+                 "--draws", "30", "--n-train", "200", "--n-test", "100", "--no-progress",
+                 "--out", str(out), "--figures", str(tmp_path / "fig")], dataset="moons")
+    assert code == 0
+    metrics = json.loads(next(out.glob("moons/*/metrics.json")).read_text())
+    assert metrics["method"] == "fullrank_advi" and metrics["warm_start_steps"] == 1000
+    assert len(metrics["elbo_restarts"]) == 3
+    assert metrics["picked_restart"] == int(np.argmax(metrics["elbo_restarts"]))
+    assert np.isfinite(metrics["elbo_q"]) and 0.5 < metrics["accuracy"] <= 1
+
+
 def test_all_priors_compares_the_grid_on_each_data_set(tmp_path):
     # A 2 x 2 grid keeps CI short; the 16 pairs are fitted in test_models.py.
     grid = ["--all-priors", "--priors", "laplace,cauchy", "--hyperpriors", "fixed,inversegamma",
