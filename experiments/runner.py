@@ -108,6 +108,16 @@ class RunConfig:
     def run_dir(self) -> Path:
         return self.out / self.dataset / self.name
 
+    @property
+    def fit_seed(self) -> int:
+        """The seed of the first restart's initial means and noise (restart ``k``'s: it + ``k``)."""
+        return self.seed if self.init_seed is None else self.init_seed
+
+    def early_pick(self, steps: int) -> int:
+        """The step at which the best restart runs on alone (:func:`~bnn_zoo.inference.batch.pick_step`
+        of ``steps``), or 0: no early pick (one fit, a mixture, or all run to the end)."""
+        return pick_step(self.pick_at, steps) if self.pick == "best" and self.restarts > 1 else 0
+
     def record(self) -> dict:
         """The settings as written to metrics.json."""
         skip = {"out", "figures", "progress", "resume", "checkpoint_every", "keep_draws"}
@@ -310,40 +320,36 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
         raise UsageError(f"--batch-size {cfg.batch_size} is larger than the training set "
                          f"({minibatch_rows(model)} rows)")
     checkpoints = _checkpoints(cfg) if exp.minibatches else [(None, None)] * cfg.restarts
+
     def optimizer(lr):
         return make_optimizer(cfg, lr, steps, decays)
 
-    def one_fit(k, running, resume):
-        settings = dict(steps=steps, batch_size=cfg.batch_size, beta=cfg.beta,
-                        kl_weighting=cfg.kl_weighting, mc_samples=cfg.mc_samples,
-                        average=cfg.average, progressbar=cfg.progress,
-                        seed=(cfg.seed if cfg.init_seed is None else cfg.init_seed) + k)
-        mean_field = bnn_zoo.fit(model, optimizer=optimizer(cfg.lr), init_std=cfg.init_std,
-                                 path_derivative=cfg.path_derivative, checkpoint=running,
-                                 resume=resume, checkpoint_every=cfg.checkpoint_every, **settings)
+    shared = dict(steps=steps, batch_size=cfg.batch_size, beta=cfg.beta, kl_weighting=cfg.kl_weighting,
+                  mc_samples=cfg.mc_samples, average=cfg.average, path_derivative=cfg.path_derivative)
+
+    def by_method(mean_field):
         if cfg.method == "advi":
             return mean_field
         # Full-rank from the mean-field fit (docs/engine.md): from its own narrow start it
         # diverges at the mean-field learning rate, and is slow at smaller ones.
-        return fullrank_from(model, mean_field, optimizer=optimizer(cfg.fullrank_lr),
-                             path_derivative=cfg.path_derivative, **settings)
-
-    def picked_early():
-        # The restarts run together for pick_at steps; the best runs on (inference.batch).
-        settings = dict(steps=steps, beta=cfg.beta, mc_samples=cfg.mc_samples, average=cfg.average,
-                        init_std=cfg.init_std, path_derivative=cfg.path_derivative)
-        seed = cfg.seed if cfg.init_seed is None else cfg.init_seed
-        mean_field, = fit_many([model], [seed], optimizer=optimizer(cfg.lr), restarts=cfg.restarts,
-                               pick_at=pick_step(cfg.pick_at, steps), **settings)
-        if cfg.method == "advi":
-            return mean_field
-        settings.pop("init_std")
         full = fullrank_from(model, mean_field, optimizer=optimizer(cfg.fullrank_lr),
-                             seed=mean_field.config["seed"], progressbar=cfg.progress, **settings)
-        full.config.update({k: mean_field.config[k] for k in ("picked_restart", "pick_elbos")})
+                             seed=mean_field.config["seed"], progressbar=cfg.progress, **shared)
+        full.config.update({k: mean_field.config[k] for k in ("picked_restart", "pick_elbos")
+                            if k in mean_field.config})
         return full
 
-    early = cfg.pick == "best" and cfg.restarts > 1 and pick_step(cfg.pick_at, steps) > 0
+    def one_fit(k, running, resume):
+        return by_method(bnn_zoo.fit(model, optimizer=optimizer(cfg.lr), init_std=cfg.init_std,
+                                     seed=cfg.fit_seed + k, progressbar=cfg.progress, checkpoint=running,
+                                     resume=resume, checkpoint_every=cfg.checkpoint_every, **shared))
+
+    def picked_early():
+        # The restarts run together until the pick; the best runs on (inference.batch).
+        mean_field, = fit_many([model], [cfg.fit_seed], optimizer=optimizer(cfg.lr), init_std=cfg.init_std,
+                               restarts=cfg.restarts, pick_at=cfg.early_pick(steps), **shared)
+        return by_method(mean_field)
+
+    early = cfg.early_pick(steps) > 0
     with warnings.catch_warnings():  # reported in the metrics, and as one line by main
         warnings.simplefilter("ignore", ConvergenceWarning)
         fits = ([picked_early()] if early else

@@ -89,7 +89,7 @@ class _Batch:
         from bnn_zoo.data.toy import Split
         from bnn_zoo.inference import families
         from bnn_zoo.inference.advi import initial_mean
-        from bnn_zoo.inference.batch import pick_step, run_stacked
+        from bnn_zoo.inference.batch import run_stacked
         from bnn_zoo.inference.jaxmodel import Layout, compile_model
 
         cfg0 = cfgs[0]
@@ -103,7 +103,7 @@ class _Batch:
         self.family = families.get(cfg0.method)
         self.dtypes = {v.name: np.asarray(v.get_value()).dtype for v in self.model.data_vars}
         self.trains = [self.data(X, y) for X, y in trains]
-        seeds = [(c.seed if c.init_seed is None else c.init_seed) + k for c in cfgs for k in range(self.R)]
+        seeds = [c.fit_seed + k for c in cfgs for k in range(self.R)]
         stacked = [np.stack([train[j] for train in self.trains for _ in range(self.R)])
                    for j in range(len(self.dtypes))]
         self.out = run_stacked(self.model, self.density, np.stack([initial_mean(self.layout, point, s) for s in seeds]),
@@ -111,7 +111,7 @@ class _Batch:
                                optimizer=runner.make_optimizer(cfg0, cfg0.lr, cfg0.steps), init_std=cfg0.init_std,
                                beta=cfg0.beta, mc_samples=cfg0.mc_samples, average=cfg0.average,
                                path_derivative=cfg0.path_derivative, restarts=self.R,
-                               pick_at=pick_step(cfg0.pick_at, cfg0.steps) if cfg0.pick == "best" else 0)
+                               pick_at=cfg0.early_pick(cfg0.steps))
 
     def data(self, X, y) -> list[np.ndarray]:
         """``X`` and ``y`` as the model's data containers, in their order and dtypes."""
