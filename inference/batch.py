@@ -162,8 +162,6 @@ def fit_many(models: Sequence[pm.Model], seeds: Sequence[int], *, method: str = 
     if restarts != 1 and not pick_at:
         raise ValueError("restarts need pick_at (the step at which each fit keeps its best restart); "
                          "for restarts run to the end, pass a model once per restart")
-    models = [m for m in models for _ in range(restarts)]
-    seeds = [s + k for s in seeds for k in range(restarts)]
     points = [m.initial_point() for m in models]
     layouts = [Layout.of(m, p) for m, p in zip(models, points)]
     density = compile_model(models[0], layouts[0])
@@ -171,26 +169,27 @@ def fit_many(models: Sequence[pm.Model], seeds: Sequence[int], *, method: str = 
         if compile_model(m, layout) is not density:
             raise ValueError("fit_many needs models of one structure (the same builder and settings "
                              "on data of one shape)")
-    means = np.stack([initial_mean(layout, point, seed) for layout, point, seed in zip(layouts, points, seeds)])
-    data = [np.stack([np.asarray(m.data_vars[i].get_value()) for m in models])
-            for i in range(len(models[0].data_vars))]
-    out = run_stacked(models[0], density, means, data, seeds, method=method, steps=steps, optimizer=optimizer,
-                      init_std=init_std, beta=beta, mc_samples=mc_samples, average=average,
+    rows = [(i, seed + k) for i, seed in enumerate(seeds) for k in range(restarts)]  # (model, seed)
+    means = np.stack([initial_mean(layouts[i], points[i], seed) for i, seed in rows])
+    data = [np.stack([np.asarray(models[i].data_vars[j].get_value()) for i, _ in rows])
+            for j in range(len(models[0].data_vars))]
+    out = run_stacked(models[0], density, means, data, [seed for _, seed in rows], method=method, steps=steps,
+                      optimizer=optimizer, init_std=init_std, beta=beta, mc_samples=mc_samples, average=average,
                       batch_size=batch_size, kl_weighting=kl_weighting, path_derivative=path_derivative,
                       restarts=restarts, pick_at=pick_at)
-    family, timed = families.get(method), steps - CHUNK if steps > CHUNK else 0
+    # one row of ``out`` per model: its only fit, or the restart it kept
+    family, timed, n = families.get(method), steps - CHUNK if steps > CHUNK else 0, len(models)
     results = []
-    for i in range(len(out.elbo)):
-        row = i * restarts + (0 if out.picked is None else int(out.picked[i]))
+    for i, model in enumerate(models):
         picks = {} if out.picked is None else {"picked_restart": int(out.picked[i]),
                                                "pick_elbos": out.pick_scores[i].tolist()}
-        fits = len(out.elbo)
+        seed = rows[i * restarts + picks.get("picked_restart", 0)][1]
         results.append(FitResult(
-            model=models[row], family=family, layout=layouts[row],
+            model=model, family=family, layout=layouts[i],
             params={name: value[i] for name, value in out.params.items()}, elbo=out.elbo[i],
-            config=dict(out.config, seed=seeds[row], diverged=bool(not np.isfinite(out.elbo[i]).all()), **picks),
-            seconds=out.seconds / fits, compile_seconds=out.compile_seconds / fits, density=density,
-            _timed=(timed, (out.seconds - out.compile_seconds) / fits) if timed else (0, 0.0)))
+            config=dict(out.config, seed=seed, diverged=bool(not np.isfinite(out.elbo[i]).all()), **picks),
+            seconds=out.seconds / n, compile_seconds=out.compile_seconds / n, density=density,
+            _timed=(timed, (out.seconds - out.compile_seconds) / n) if timed else (0, 0.0)))
     return results
 
 
