@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 TASKS = ("sine", "blundell")
+GAP = (-1.0, 1.0)  # the sine wave's gap for the in-between benchmark (a third of its range)
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,20 @@ class Task:
     f_grid: np.ndarray  # noise-free curve y(x, e=0) on the grid
     mean_grid: np.ndarray  # E[y | x] on the grid (equal to f_grid for additive noise)
     noise_sd: float  # sd of the noise e
+    gap: tuple[float, float] | None = None  # an interval of the data range without data
 
     @property
     def in_range(self) -> np.ndarray:
-        """Boolean mask of the grid points inside the data range."""
+        """Boolean mask of the grid points inside the data range (and outside the gap)."""
         lo, hi = self.data_range
-        return (self.x_grid >= lo) & (self.x_grid <= hi)
+        return (self.x_grid >= lo) & (self.x_grid <= hi) & ~self.in_gap
+
+    @property
+    def in_gap(self) -> np.ndarray:
+        """Boolean mask of the grid points inside the gap (none without one)."""
+        if self.gap is None:
+            return np.zeros(len(self.x_grid), bool)
+        return (self.x_grid > self.gap[0]) & (self.x_grid < self.gap[1])
 
 
 # name -> (data range, grid range, default n_train, noise sd)
@@ -79,7 +88,7 @@ def _mean(name: str, x: np.ndarray, noise_sd: float) -> np.ndarray:
 
 
 def load(name: str, *, n_train: int | None = None, n_test: int = 1000, n_grid: int = 400,
-         noise_sd: float | None = None, seed: int = 0) -> Task:
+         noise_sd: float | None = None, gap: tuple[float, float] | None = None, seed: int = 0) -> Task:
     """Sample task ``name``: training and test points, and the prediction grid.
 
     Parameters
@@ -95,6 +104,9 @@ def load(name: str, *, n_train: int | None = None, n_test: int = 1000, n_grid: i
         Evenly spaced prediction points over the grid range.
     noise_sd : float, optional
         Sd of the noise ``e`` (default 0.1 for sine, 0.02 for blundell); >= 0.
+    gap : (float, float), optional
+        An open interval inside the data range with no training or test
+        inputs (they are drawn uniformly from the rest of the range).
     seed : int
         Seeds a ``numpy.random.Generator``: the same seed gives the same data.
     """
@@ -108,15 +120,25 @@ def load(name: str, *, n_train: int | None = None, n_test: int = 1000, n_grid: i
                          f"got {n_train}, {n_test} and {n_grid}")
     if not noise_sd >= 0:
         raise ValueError(f"noise_sd must be >= 0, got {noise_sd}")
+    if gap is not None and not lo < gap[0] < gap[1] < hi:
+        raise ValueError(f"gap must be an interval inside the data range ({lo}, {hi}), got {gap}")
     train_rng, test_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
-    x_train = train_rng.uniform(lo, hi, n_train)
+
+    def inputs(rng, n):  # uniform on the range, the gap cut out
+        if gap is None:
+            return rng.uniform(lo, hi, n)
+        u = rng.uniform(lo, hi - (gap[1] - gap[0]), n)
+        return np.where(u > gap[0], u + (gap[1] - gap[0]), u)
+
+    x_train = inputs(train_rng, n_train)
     y_train = _sample(name, x_train, train_rng.normal(0.0, noise_sd, n_train))
-    x_test = test_rng.uniform(lo, hi, n_test)
+    x_test = inputs(test_rng, n_test)
     y_test = _sample(name, x_test, test_rng.normal(0.0, noise_sd, n_test))
     x_grid = np.linspace(g_lo, g_hi, n_grid)
     return Task(name=name, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test,
                 data_range=(lo, hi), x_grid=x_grid, f_grid=_sample(name, x_grid, 0.0 * x_grid),
-                mean_grid=_mean(name, x_grid, noise_sd), noise_sd=noise_sd)
+                mean_grid=_mean(name, x_grid, noise_sd), noise_sd=noise_sd,
+                gap=None if gap is None else (float(gap[0]), float(gap[1])))
 
 
 def conditional_mean(name: str, x: np.ndarray, noise_sd: float | None = None) -> np.ndarray:

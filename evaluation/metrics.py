@@ -85,3 +85,44 @@ def per_input_uncertainty(proba: np.ndarray) -> dict[str, np.ndarray]:
 def all_metrics(proba, y) -> dict[str, float]:
     """accuracy, nll, brier and ece in one dict."""
     return {f.__name__: f(proba, y) for f in (accuracy, nll, brier, ece)}
+
+
+# --- uncertainty: out-of-distribution detection ---------------------------------
+
+
+def predictive_entropy(proba: np.ndarray) -> np.ndarray:
+    """Entropy of each point's posterior mean prediction (total uncertainty), nats; ``proba`` (draws, n, classes)."""
+    p = np.clip(np.asarray(proba, "float64").mean(axis=0), 1e-12, 1)
+    return -np.sum(p * np.log(p), axis=-1)
+
+
+def mutual_information(proba: np.ndarray) -> np.ndarray:
+    """The epistemic part of each point's entropy: entropy of the mean minus the mean entropy
+    over the draws (the information the label would give about the weights), nats."""
+    p = np.clip(np.asarray(proba, "float64"), 1e-12, 1)
+    return predictive_entropy(proba) - np.mean(-np.sum(p * np.log(p), axis=-1), axis=0)
+
+
+def auroc(in_scores: np.ndarray, out_scores: np.ndarray) -> float:
+    """Area under the ROC curve of telling ``out`` from ``in`` by a higher score (ties count half):
+    the probability that an out-of-distribution input scores above an in-distribution one."""
+    from scipy.stats import rankdata
+
+    scores = np.concatenate([np.asarray(in_scores, "float64"), np.asarray(out_scores, "float64")])
+    ranks = rankdata(scores)
+    n_in, n_out = len(in_scores), len(out_scores)
+    if not (n_in and n_out):
+        raise ValueError("need in- and out-of-distribution scores")
+    return float((ranks[n_in:].sum() - n_out * (n_out + 1) / 2) / (n_in * n_out))
+
+
+def predictive_interval(mu: np.ndarray, sigma: np.ndarray, eps: np.ndarray, level: float = 0.95) -> np.ndarray:
+    """Central ``level`` interval ``(2, n)`` of a regression's posterior predictive, noise included.
+
+    ``mu`` (draws, n): the regression function per draw; ``sigma`` (draws,):
+    the noise sd per draw; ``eps`` (replicas, draws): standard-normal noise
+    replicas, shared by every input (common random numbers: each replica is
+    a smooth curve, so the interval is smooth along a grid).
+    """
+    y_rep = mu[None] + (sigma[None] * eps)[..., None]
+    return np.quantile(y_rep.reshape(-1, mu.shape[1]), [(1 - level) / 2, (1 + level) / 2], axis=0)

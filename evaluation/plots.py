@@ -370,3 +370,78 @@ def loo_vs_test(path, table) -> None:
         ax.set_ylabel("PSIS-LOO ELPD per training point")
         fig.colorbar(dots, ax=ax, label="share of points with k-hat > 0.7")
     _save(fig, path)
+
+
+def method_maps(path, xx, yy, maps: dict, X, y, title: str = "", per_row: int = 5) -> None:
+    """Each method's predictive mean (upper panel) and sd (lower) of P(class 1) on the grid.
+
+    ``maps``: method -> (mean, sd), each shaped like ``xx``. One colour scale
+    for every sd panel, so that the methods' uncertainty compares by eye.
+    """
+    names = list(maps)
+    blocks = -(-len(names) // per_row)
+    fig, axes = plt.subplots(2 * blocks, per_row, figsize=(2.6 * per_row, 5.0 * blocks), squeeze=False,
+                             sharex=True, sharey=True)
+    sd_max = max(float(sd.max()) for _, sd in maps.values())
+    for k, ax in enumerate(axes.ravel()):
+        ax.set_axis_off()
+    for i, name in enumerate(names):
+        r, c = 2 * (i // per_row), i % per_row
+        mean, sd = maps[name]
+        for ax, z, cmap, hi in ((axes[r, c], mean, "coolwarm", 1.0), (axes[r + 1, c], sd, "viridis", sd_max)):
+            ax.set_axis_on()
+            im = ax.contourf(xx, yy, z, levels=np.linspace(0, hi, 21), cmap=cmap, extend="max")
+            ax.scatter(X[:, 0], X[:, 1], c=y, cmap="coolwarm", s=2, edgecolors="k", linewidths=0.1, alpha=0.5)
+            ax.set_xticks([])
+            ax.set_yticks([])
+        axes[r, c].set_title(name, fontsize=10)
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.5, label="sd of P(class 1)")
+    fig.suptitle(title, fontsize=10)
+    _save(fig, path)
+
+
+def method_bands(path, task, bands: dict, reference: str = "nuts", per_row: int = 4) -> None:
+    """Each method's predictive mean +- 2 sd of the regression function, over the reference's band."""
+    names = [n for n in bands if n != reference] or list(bands)
+    rows = -(-len(names) // per_row)
+    fig, axes = plt.subplots(rows, per_row, figsize=(3.4 * per_row, 2.6 * rows), squeeze=False,
+                             sharex=True, sharey=True)
+    x = task.x_grid
+    lo_y, hi_y = np.percentile(task.y_train, [0, 100])
+    pad = 0.6 * (hi_y - lo_y)
+    for ax in axes.ravel()[len(names):]:
+        ax.set_axis_off()
+    for ax, name in zip(axes.ravel(), names):
+        if reference in bands and name != reference:
+            m, s = bands[reference]
+            ax.fill_between(x, m - 2 * s, m + 2 * s, color="0.75", label=f"{reference} +- 2 sd")
+        m, s = bands[name]
+        ax.fill_between(x, m - 2 * s, m + 2 * s, color="tab:blue", alpha=0.35, label="+- 2 sd")
+        ax.plot(x, m, color="tab:blue", lw=1)
+        ax.plot(x, task.mean_grid, color="k", lw=0.8, ls="--")
+        ax.scatter(task.x_train, task.y_train, s=2, color="k", alpha=0.4)
+        if task.gap is not None:
+            ax.axvspan(*task.gap, color="tab:orange", alpha=0.1)
+        ax.set_ylim(lo_y - pad, hi_y + pad)
+        ax.set_title(name, fontsize=10)
+    axes[0, 0].legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"{task.name}{' with a gap' if task.gap else ''}: the network output's mean +- 2 sd "
+                 f"(grey: {reference}; dashed: E[y | x])", fontsize=10)
+    _save(fig, path)
+
+
+def shift_curves(path, frame) -> None:
+    """Accuracy, NLL and ECE against the rotation angle, one line per method (``frame``: long format)."""
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    for method, part in frame.groupby("method", sort=False):
+        part = part.sort_values("angle")
+        for ax, col in zip(axes, ("accuracy", "nll", "ece")):
+            ax.plot(part["angle"], part[col], marker="o", ms=3, label=method)
+    for ax, col in zip(axes, ("accuracy", "NLL", "ECE")):
+        ax.set_xlabel("rotation (degrees)")
+        ax.set_ylabel(col)
+        ax.grid(alpha=0.3)
+    axes[1].set_yscale("log")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("MNIST test images rotated (Ovadia et al. 2019's protocol)", fontsize=10)
+    _save(fig, path)

@@ -122,3 +122,15 @@ def loo_agreement(table: pd.DataFrame) -> pd.DataFrame:
     if any(len(r) > len(columns) for r in rows):
         columns += ["spearman_kfold", "spearman_kfold_lo", "spearman_kfold_hi", "same_best_kfold"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def markdown(frame: pd.DataFrame, index: bool = False) -> str:
+    """``frame`` as a Markdown table, numbers to 3 significant digits (with its index if ``index``)."""
+    if index:
+        frame = frame.reset_index()
+    cols = list(frame.columns)
+    rows = ["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols)]
+    for r in frame.itertuples(index=False):
+        rows.append("| " + " | ".join(f"{v:.3g}" if isinstance(v, (float, np.floating)) else str(v)
+                                      for v in r) + " |")
+    return "\n".join(rows)

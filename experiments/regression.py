@@ -29,6 +29,7 @@ import numpy as np
 from bnn_zoo import predict
 from bnn_zoo.data import regression
 from bnn_zoo.evaluation import plots
+from bnn_zoo.evaluation.metrics import predictive_interval
 from bnn_zoo.experiments import runner
 from bnn_zoo.experiments.cli import int_list, nonneg_float, positive_float
 from bnn_zoo.inference.io import write_text
@@ -129,15 +130,9 @@ def evaluate(cfg: RegressionConfig, task: regression.Task, fits, idata) -> runne
     posterior = idata["posterior"]
     sigma = (posterior["sigma"].values.ravel() if "sigma" in posterior
              else np.full(mu.shape[0], float(cfg.noise)))
-    # Noise replicas shared by every input (common random numbers): each replica is a
-    # smooth curve, so the interval is smooth along the grid.
     eps = np.random.default_rng([cfg.seed, 1]).standard_normal((PREDICTIVE_REPLICAS, len(sigma)))
 
-    def interval(mu):  # central 95% of the posterior predictive, noise included
-        y_rep = mu[None] + (sigma[None] * eps)[..., None]
-        return np.quantile(y_rep.reshape(-1, mu.shape[1]), [0.025, 0.975], axis=0)
-
-    (lo_test, hi_test), (lo_grid, hi_grid) = interval(mu_test), interval(mu_grid)
+    (lo_test, hi_test), (lo_grid, hi_grid) = (predictive_interval(m, sigma, eps) for m in (mu_test, mu_grid))
     mean, sd = mu_grid.mean(0), mu_grid.std(0)
     sd_total = np.sqrt(sd**2 + np.mean(sigma**2))
     inside = task.in_range

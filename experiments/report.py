@@ -21,7 +21,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 
 from bnn_zoo.experiments.cli import HelpFormatter, Parser, UsageError, check_writable
 
@@ -127,21 +126,12 @@ def write_report(folder: Path, out: Path) -> Path:
             *verdict(effects, trend, gaps, diffs, agreement), "",
             "![accuracy gap](gap_vs_noise.png)", "", "![hyperprior effect](hyperprior_effect.png)", "",
             "![ELPD differences](elpd_differences.png)", "", "![LOO against held-out](loo_vs_test.png)", "",
-            "## Hyperprior against fixed scale", "", _markdown(effects), "",
-            "## PSIS-LOO against the held-out ELPD", "", _markdown(agreement), "",
-            "## Accuracy gap to the Bayes-optimal classifier", "", _markdown(gaps), ""]
+            "## Hyperprior against fixed scale", "", sweeps.markdown(effects), "",
+            "## PSIS-LOO against the held-out ELPD", "", sweeps.markdown(agreement), "",
+            "## Accuracy gap to the Bayes-optimal classifier", "", sweeps.markdown(gaps), ""]
     path = out / "summary.md"
     write_text(path, "\n".join(text))
     return path
-
-
-def _markdown(frame) -> str:
-    cols = list(frame.columns)
-    rows = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in frame.itertuples(index=False):
-        rows.append("| " + " | ".join(f"{v:.3g}" if isinstance(v, (float, np.floating)) else str(v)
-                                      for v in r) + " |")
-    return "\n".join(rows)
 
 
 def main(argv=None, prog: str = "bnn-zoo report") -> int:

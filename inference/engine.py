@@ -60,13 +60,27 @@ def batch_indices(seed: int, n: int, batch_size: int, steps: int) -> np.ndarray:
 def compile_steps(objective: ELBO, optimizer: optax.GradientTransformation, *, sliced: tuple,
                   n: int, batch_size: int | None, mc_samples: int, kl_weight: Callable,
                   dtype: str, average_from: int = 0) -> dict:
-    """Jitted ways to run steps; each donates the state (the caller's handle becomes invalid).
+    """:func:`compile_loops` of the core's ADVI step (the trace holds the steps' ELBO estimates)."""
 
-    ``loop(state, key, k, data) -> (state, elbo[CHUNK])`` runs ``k <= CHUNK``
-    steps inside one ``lax.fori_loop`` (``elbo`` is NaN past ``k``), and
+    def update(state, words, batch):
+        state, info = core.step(state, words, batch, objective=objective, optimizer=optimizer,
+                                mc_samples=mc_samples, kl_weight=kl_weight, average_from=average_from)
+        return state, info.elbo
+
+    return compile_loops(update, sliced=sliced, n=n, batch_size=batch_size, dtype=dtype)
+
+
+def compile_loops(update: Callable, *, sliced: tuple, n: int, batch_size: int | None, dtype: str) -> dict:
+    """Jitted ways to run ``update`` steps; each donates the state (the caller's handle becomes invalid).
+
+    ``update(state, words, batch) -> (state, value)`` is one step of any
+    method whose state has a ``step`` counter (ADVI's, or the point-iterate
+    methods' of :mod:`bnn_zoo.inference.iterates`), ``value`` a scalar kept
+    in the trace. ``loop(state, key, k, data) -> (state, trace[CHUNK])`` runs
+    ``k <= CHUNK`` steps inside one ``lax.fori_loop`` (NaN past ``k``), and
     ``batched_loop`` the same for many fits at once (``jax.vmap`` over their
     stacked states, keys and data: one compiled program for all of them);
-    ``step(state, key, perm, data) -> (state, perm, elbo)`` runs one, given
+    ``step(state, key, perm, data) -> (state, perm, value)`` runs one, given
     the current epoch's permutation ``perm`` (``epoch_permutation(key, t)``).
     ``data`` holds one device array per data container, the ``sliced`` ones
     of ``n`` rows cut into minibatches of ``batch_size``.
@@ -83,9 +97,8 @@ def compile_steps(objective: ELBO, optimizer: optax.GradientTransformation, *, s
             batch = tuple(jnp.take(d, idx, axis=0) if cut else d for d, cut in zip(data, sliced))
         else:
             batch = data
-        state, info = core.step(state, words, batch, objective=objective, optimizer=optimizer,
-                                mc_samples=mc_samples, kl_weight=kl_weight, average_from=average_from)
-        return state, perm, info.elbo
+        state, value = update(state, words, batch)
+        return state, perm, value
 
     def epoch_permutation(key, t):
         return _permutation(jax.random.fold_in(key, 1), t // per_epoch, n) if batch_size else None
@@ -95,8 +108,8 @@ def compile_steps(objective: ELBO, optimizer: optax.GradientTransformation, *, s
 
         def body(i, carry):
             state, perm, trace = carry
-            state, perm, elbo = one_step(state, words, perm_key, perm, data)
-            return state, perm, trace.at[i].set(elbo.astype(trace.dtype))
+            state, perm, value = one_step(state, words, perm_key, perm, data)
+            return state, perm, trace.at[i].set(value.astype(trace.dtype))
 
         carry = (state, epoch_permutation(key, state.step), jnp.full(CHUNK, jnp.nan, dtype))
         state, _, trace = jax.lax.fori_loop(0, k, body, carry)
@@ -113,9 +126,10 @@ def compile_steps(objective: ELBO, optimizer: optax.GradientTransformation, *, s
 
 
 class Runner:
-    """Advances an :class:`~bnn_zoo.inference.core.ADVIState` by compiled steps.
+    """Advances a state (an :class:`~bnn_zoo.inference.core.ADVIState` or any with a ``step``
+    counter) by compiled steps.
 
-    ``steps`` are :func:`compile_steps`' functions (shared by fits of one
+    ``steps`` are :func:`compile_loops`' functions (shared by fits of one
     structure and settings), ``data`` the fit's device arrays.
     """
 

@@ -185,12 +185,26 @@ def point_posterior(result: FitResult, z: np.ndarray) -> DataTree:
     ``z`` holds one point per row (e.g. q's mean, or pruned copies of it), as
     draws of one chain: what :func:`predict` takes to evaluate those networks.
     """
-    z = np.atleast_2d(np.asarray(z))
-    names = tuple(rv.name for rv in result.model.free_RVs)
-    values = evaluate_z(result, z, names)
-    return DataTree.from_dict({"posterior": xr.Dataset(
-        {name: (("chain", "draw", *(f"{name}_dim_{i}" for i in range(values[name].ndim - 1))),
-                values[name][None]) for name in names})})
+    return draws_posterior(result.model, result.density, np.atleast_2d(np.asarray(z)))
+
+
+def draws_posterior(model: pm.Model, density: ModelFunction, z: np.ndarray) -> DataTree:
+    """A DataTree whose ``posterior`` holds the free variables (constrained) at unconstrained draws.
+
+    ``z``: ``(draws, dim)`` (one chain) or ``(chains, draws, dim)``, in
+    ``density.layout``. What every method that makes points of the
+    unconstrained space (SGLD, SWAG, ensembles) returns, so that
+    :func:`predict` and ArviZ take their draws like ``pm.sample``'s.
+    """
+    z = np.asarray(z)
+    z3 = z[None] if z.ndim == 2 else z
+    names = tuple(rv.name for rv in model.free_RVs)
+    values = evaluate_draws(density, z3.reshape(-1, z3.shape[-1]), _data(model), names)
+    dims = {name: [d for d in model.named_vars_to_dims.get(name, ())] for name in names}
+    coords = {d: v for d, v in _coords(model).items() if any(d in x for x in dims.values())}
+    return az.from_dict({"posterior": {name: values[name].reshape(z3.shape[:2] + values[name].shape[1:])
+                                       for name in names}},
+                        dims={k: v for k, v in dims.items() if v}, coords=coords)
 
 
 def sample(fits, draws: int = 500, *, seed: int = 0, log_likelihood: bool = True,

@@ -14,8 +14,8 @@ EXPERIMENTS = {
     "mnist-cnn": "mnist_cnn",
     "mnist-bbb": "mnist_bbb",
 }
-# command -> module of bnn_zoo.experiments: many experiments' fits, and their analysis
-TOOLS = {"sweep": "sweep", "report": "report"}
+# command -> module of bnn_zoo.experiments: many experiments' fits, their analysis, the other methods
+TOOLS = {"sweep": "sweep", "report": "report", "alternatives": "alternatives"}
 
 
 def main(argv=None) -> int:
