@@ -31,7 +31,6 @@ Prints a table and the ratios (engine / deterministic also as the median of
 each block's ratio, which the machine's drift within a run moves less);
 ``--json`` writes ``engine_ms``, ``pymc_fit_ms``, ``numpyro_ms``,
 ``handwritten_bbb_ms``, ``deterministic_ms``, the ratios and the set-up.
-NumPyro comes with the ``bench`` extra: ``pip install -e '.[bench]'``.
 """
 
 from __future__ import annotations
@@ -157,8 +156,8 @@ def numpyro_svi(model: str, X, y, n: int):
         from numpyro.infer import SVI, Trace_ELBO
         from numpyro.infer.autoguide import AutoNormal
     except ImportError:
-        sys.exit("python -m benchmarks.advi_speed: error: NumPyro is not installed; "
-                 "pip install -e '.[bench]'")
+        sys.exit("python -m benchmarks.advi_speed: error: NumPyro is not installed (a dependency of bnn-zoo); "
+                 "pip install -e .")
 
     def bnn(x, labels):
         params = [numpyro.sample(f"w{i}", dist.Normal(jnp.zeros(s, jnp.float32),

@@ -5,7 +5,7 @@
 Fits the task's model with ``bnn-zoo regression``'s settings (beta 1, its
 architecture) by mean-field ADVI, once and as the experiment's default
 mixture of restarts (5 for the sine wave), then samples
-the same PyMC model with NUTS (NumPyro's sampler: the ``bench`` extra), one chain after the
+the same PyMC model with NUTS (NumPyro's sampler), one chain after the
 other. For each posterior it prints the in-range RMSE of the predictive mean
 and the mean sd of the network output inside and outside the data range,
 and their ratio (``sd_ratio_out_in``, the issue's target is >= 3): the NUTS

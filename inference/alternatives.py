@@ -227,7 +227,7 @@ def swag(model: pm.Model, *, map_steps: int = 10_000, map_lr: float = 0.01, step
 
 def nuts(model: pm.Model, *, draws: int = 1000, tune: int = 1000, chains: int = 4, target_accept: float = 0.9,
          seed: int = 0, progressbar: bool = False) -> DataTree:
-    """NUTS by ``pm.sample`` with NumPyro's sampler (the ``bench`` extra), chains one after another.
+    """NUTS by ``pm.sample`` with NumPyro's sampler, chains one after another.
 
     The reference for small nets. Its ``sample_stats`` (divergences, tree
     depth) are kept; ``attrs`` add ``divergences`` and ``seconds``. A BNN's
