@@ -201,6 +201,6 @@ def test_bnn_zoo_runs_the_sweep_and_the_report(tmp_path):
     """The console command reaches both (a one-line error and exit 2 for a folder with no sweep)."""
     from bnn_zoo import cli
 
-    assert set(cli.TOOLS) == {"sweep", "report"} and not set(cli.TOOLS) & set(cli.EXPERIMENTS)
+    assert set(cli.TOOLS) == {"sweep", "report", "alternatives"} and not set(cli.TOOLS) & set(cli.EXPERIMENTS)
     assert cli.main(["report", str(tmp_path)]) == 2
     assert cli.main(["sweep", "--out", str(tmp_path / "s"), "--draws", "3"]) == 2 and not (tmp_path / "s").exists()
