@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import json
 import multiprocessing
 import resource
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -413,7 +412,7 @@ def specs(args) -> list[Spec]:
 
 
 def main(argv=None, prog: str = "bnn-zoo alternatives") -> int:
-    from bnn_zoo.experiments import runner
+    from bnn_zoo.experiments.sweep import Store
 
     args = build_parser(prog).parse_args(argv)
     try:
@@ -432,8 +431,6 @@ def main(argv=None, prog: str = "bnn-zoo alternatives") -> int:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     for spec in todo:
-        from bnn_zoo.experiments.sweep import Store
-
         done = Store(args.out).done() if args.out.exists() else set()
         for method in methods:
             if f"{spec.key_prefix}-{method}" in done:
@@ -442,9 +439,8 @@ def main(argv=None, prog: str = "bnn-zoo alternatives") -> int:
             record = _run(spec, method, args.out, args.processes)
             print(f"{spec.key_prefix} {method}: {record['seconds']:.1f} s, peak RSS {record['peak_rss_mb']:.0f} MB",
                   flush=True)
-        with runner._xla_flags([]):
-            bench = BENCHES[spec.benchmark](spec)
-            table = compare(spec, bench, args.out, methods, args.figures)
+        bench = BENCHES[spec.benchmark](spec)
+        table = compare(spec, bench, args.out, methods, args.figures)
         print(table.to_string(float_format=lambda v: f"{v:.4g}"))
     return 0
 
