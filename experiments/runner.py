@@ -52,6 +52,7 @@ from bnn_zoo.inference.advi import MAX_STEPS, fullrank_from
 from bnn_zoo.inference.diagnostics import Convergence
 from bnn_zoo.inference.batch import fit_many, pick_step
 from bnn_zoo.inference.engine import steps_per_epoch
+from bnn_zoo.inference.estimators import ESTIMATORS
 from bnn_zoo.inference.families import METHODS
 from bnn_zoo.inference.io import atomic_dir, write_json
 from bnn_zoo.inference.posterior import elbo as q_elbo
@@ -84,6 +85,7 @@ class RunConfig:
     kl_weighting: str = "constant"
     init_std: float = 0.01
     mc_samples: int = 1
+    estimator: str = "weights"
     path_derivative: bool = False
     average: float = 0.0
     fullrank_lr: float = 0.001  # the full-rank phase's, after a mean-field fit with ``lr``
@@ -211,6 +213,10 @@ def add_fit_arguments(p: argparse.ArgumentParser, exp: Experiment) -> None:
                    help="initial posterior std of every parameter")
     g.add_argument("--mc-samples", type=positive_int, default=d["mc_samples"],
                    help="Monte Carlo draws of q per step")
+    g.add_argument("--estimator", choices=ESTIMATORS, default=d.get("estimator", "weights"),
+                   help="the likelihood's gradient estimator: one weight draw per minibatch, or "
+                   "per-example noise in the dense layers (local reparameterisation, Flipout; "
+                   "mean-field only)")
     g.add_argument("--path-derivative", action="store_true",
                    help="the 'sticking the landing' gradient of the entropy term (also in the "
                    "full-rank phase of --method fullrank_advi, which without it uses the plain gradient)")
@@ -325,7 +331,8 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
         return make_optimizer(cfg, lr, steps, decays)
 
     shared = dict(steps=steps, batch_size=cfg.batch_size, beta=cfg.beta, kl_weighting=cfg.kl_weighting,
-                  mc_samples=cfg.mc_samples, average=cfg.average, path_derivative=cfg.path_derivative)
+                  mc_samples=cfg.mc_samples, average=cfg.average, path_derivative=cfg.path_derivative,
+                  estimator=cfg.estimator)
 
     def by_method(mean_field):
         if cfg.method == "advi":
@@ -600,6 +607,8 @@ def check(exp: Experiment, cfg: RunConfig) -> None:
     if cfg.draws < cfg.restarts:
         raise UsageError(f"--draws {cfg.draws} is fewer than --restarts {cfg.restarts}: each fit "
                          "needs a draw")
+    if cfg.estimator != "weights" and cfg.method != "advi":
+        raise UsageError(f"--estimator {cfg.estimator} needs mean-field q (--method advi)")
     if exp.minibatches and cfg.method == "fullrank_advi":
         raise UsageError("--method fullrank_advi: a full-rank factor of every weight would not fit in "
                          "memory (d^2 numbers); use advi")

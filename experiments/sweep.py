@@ -110,7 +110,7 @@ class _Batch:
                                stacked, seeds, method=cfg0.method, steps=cfg0.steps,
                                optimizer=runner.make_optimizer(cfg0, cfg0.lr, cfg0.steps), init_std=cfg0.init_std,
                                beta=cfg0.beta, mc_samples=cfg0.mc_samples, average=cfg0.average,
-                               path_derivative=cfg0.path_derivative, restarts=self.R,
+                               path_derivative=cfg0.path_derivative, estimator=cfg0.estimator, restarts=self.R,
                                pick_at=cfg0.early_pick(cfg0.steps))
 
     def data(self, X, y) -> list[np.ndarray]:

@@ -26,8 +26,8 @@ import optax
 import pymc as pm
 
 from bnn_zoo.inference import core, families, optim
-from bnn_zoo.inference.advi import (FitResult, _kl_weighting, _minibatch, checked_settings, compiled_steps,
-                                    initial_mean, model_dtype)
+from bnn_zoo.inference.advi import (FitResult, _kl_weighting, _minibatch, check_estimator, checked_settings,
+                                    compiled_steps, initial_mean, model_dtype)
 from bnn_zoo.inference.engine import CHUNK, steps_per_epoch
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
 
@@ -71,7 +71,7 @@ def run_stacked(model: pm.Model, density: ModelFunction, means: np.ndarray, data
                 optimizer: optax.GradientTransformation | None = None, init_std: float = 0.01,
                 beta: float = 1.0, mc_samples: int = 1, average: float = 0.0, batch_size: int | None = None,
                 kl_weighting: str = "constant", path_derivative: bool = False, restarts: int = 1,
-                pick_at: int = 0) -> Stacked:
+                pick_at: int = 0, estimator: str = "weights") -> Stacked:
     """Fit ``density`` (``model``'s structure) ``len(seeds)`` times at once.
 
     ``means`` is ``(rows, dim)``, each row's initial mean; ``data`` one array
@@ -88,6 +88,7 @@ def run_stacked(model: pm.Model, density: ModelFunction, means: np.ndarray, data
     one row per fit, and says which restart each kept.
     """
     family = families.get(method)
+    check_estimator(estimator, method)
     average_from, optimizer = checked_settings(steps=steps, mc_samples=mc_samples, init_std=init_std,
                                                beta=beta, average=average, optimizer=optimizer)
     if not (isinstance(restarts, (int, np.integer)) and restarts >= 1 and len(seeds) % restarts == 0):
@@ -107,7 +108,7 @@ def run_stacked(model: pm.Model, density: ModelFunction, means: np.ndarray, data
     loop = compiled_steps(density, family, optimizer, sliced=sliced, n=n, batch_size=batch_size, beta=beta,
                           mc_samples=mc_samples, dtype=dtype, kl_weight=kl_weight, kl_key=kl_key,
                           path_derivative=path_derivative, average_from=average_from,
-                          shapes=tuple((d.shape[1:], str(d.dtype)) for d in data))["batched_loop"]
+                          estimator=estimator, model=model, shapes=tuple((d.shape[1:], str(d.dtype)) for d in data))["batched_loop"]
     traces, first_chunk, picked, scores = [], None, None, None
     for start in range(0, steps, CHUNK):
         if start == pick_at and picked is None and pick_at:
@@ -127,7 +128,8 @@ def run_stacked(model: pm.Model, density: ModelFunction, means: np.ndarray, data
                    config=dict(method=method, steps=steps, optimizer=optim.describe(optimizer),
                                batch_size=batch_size, beta=beta, kl_weighting=kl_key, mc_samples=mc_samples,
                                dtype=dtype, init_std=init_std, average=average, resumed_at=0,
-                               path_derivative=path_derivative, history=[[0, optim.describe(optimizer)]],
+                               path_derivative=path_derivative, estimator=estimator,
+                               history=[[0, optim.describe(optimizer)]],
                                batched_with=len(seeds), restarts=restarts, pick_at=pick_at),
                    picked=picked, pick_scores=scores)
 
@@ -136,7 +138,7 @@ def fit_many(models: Sequence[pm.Model], seeds: Sequence[int], *, method: str = 
              steps: int = 20_000, optimizer: optax.GradientTransformation | None = None,
              init_std: float = 0.01, beta: float = 1.0, mc_samples: int = 1, average: float = 0.5,
              batch_size: int | None = None, kl_weighting: str = "constant", path_derivative: bool = False,
-             restarts: int = 1, pick_at: int = 0) -> list[FitResult]:
+             restarts: int = 1, pick_at: int = 0, estimator: str = "weights") -> list[FitResult]:
     """Fit ``models[i]`` from seed ``seeds[i]``, all at once; the results in that order.
 
     The models must share their structure (the same builder and settings on
@@ -176,7 +178,7 @@ def fit_many(models: Sequence[pm.Model], seeds: Sequence[int], *, method: str = 
     out = run_stacked(models[0], density, means, data, [seed for _, seed in rows], method=method, steps=steps,
                       optimizer=optimizer, init_std=init_std, beta=beta, mc_samples=mc_samples, average=average,
                       batch_size=batch_size, kl_weighting=kl_weighting, path_derivative=path_derivative,
-                      restarts=restarts, pick_at=pick_at)
+                      restarts=restarts, pick_at=pick_at, estimator=estimator)
     # one row of ``out`` per model: its only fit, or the restart it kept
     family, timed, n = families.get(method), steps - CHUNK if steps > CHUNK else 0, len(models)
     results = []

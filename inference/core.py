@@ -68,7 +68,7 @@ def step(state: ADVIState, words, batch: tuple, *, objective: ELBO,
     eps = jax.lax.optimization_barrier(
         noise.normal(words, state.step, 0, (mc_samples, mu.shape[0]), mu.dtype))
     (_, elbo), grads = jax.value_and_grad(objective, has_aux=True)(
-        state.params, eps, batch, kl_weight(state.step))
+        state.params, eps, batch, kl_weight(state.step), words=words, step=state.step)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     average = None

@@ -51,15 +51,33 @@ def key_words(key) -> jax.Array:
     return jax.random.key_data(jax.random.fold_in(key, 0)).astype(jnp.uint32)
 
 
-def normal(words, step, offset: int, shape: tuple, dtype) -> jax.Array:
-    """N(0, 1) draws of ``shape`` for ``step``, from counters ``offset, offset + 1, ...``."""
-    size = int(np.prod(shape, dtype=np.int64))
+def derive(words, a: int, b: int) -> jax.Array:
+    """The key words of an independent stream ``(a, b)`` of the stream ``words``."""
+    x0, x1 = threefry2x32(words[0], words[1], jnp.uint32(a), jnp.uint32(b))
+    return jnp.stack([x0, x1])
+
+
+def _bits(words, step, offset: int, size: int) -> jax.Array:
+    """``size`` random uint32 words for ``step`` (padded: the caller cuts them to ``size``)."""
     padded = -(-size // _PAD) * _PAD
     counter = jnp.arange(padded, dtype=jnp.uint32) + np.uint32(offset)
     step = jnp.full((padded,), step, dtype=jnp.uint32)
-    bits, _ = threefry2x32(words[0], words[1], counter, step)
+    return threefry2x32(words[0], words[1], counter, step)[0]
+
+
+def normal(words, step, offset: int, shape: tuple, dtype) -> jax.Array:
+    """N(0, 1) draws of ``shape`` for ``step``, from counters ``offset, offset + 1, ...``."""
+    size = int(np.prod(shape, dtype=np.int64))
+    bits = _bits(words, step, offset, size)
     # Top 23 bits as the mantissa of a float in [1, 2), then to [-1, 1) and away from -1.
     one_two = jax.lax.bitcast_convert_type((bits >> np.uint32(9)) | np.uint32(0x3F800000), jnp.float32)
     u = jnp.maximum(2.0 * (one_two - 1.0) - 1.0, np.nextafter(np.float32(-1), np.float32(0)))
     z = np.float32(np.sqrt(2)) * jax.scipy.special.erfinv(u)
     return z[:size].reshape(shape).astype(dtype)
+
+
+def rademacher(words, step, offset: int, shape: tuple, dtype) -> jax.Array:
+    """Random signs (+1 or -1, each with probability 1/2) of ``shape`` for ``step``."""
+    size = int(np.prod(shape, dtype=np.int64))
+    top = (_bits(words, step, offset, size) >> np.uint32(31)).astype(dtype)  # 0 or 1
+    return (1 - 2 * top)[:size].reshape(shape)

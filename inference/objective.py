@@ -14,6 +14,11 @@ minibatch scaling ``N / batch_size``.
 A *KL weighting* is a function of the step ``t`` that scales the KL part of
 the loss (not of the reported ELBO): :func:`constant`, or :func:`blundell`
 for Blundell et al.'s (2015) per-minibatch weights.
+
+With a ``likelihood`` from :mod:`~bnn_zoo.inference.estimators`, the
+expected log likelihood is estimated with per-example noise in the dense
+layers (local reparameterisation or Flipout); the prior and entropy terms
+are unchanged.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnn_zoo.inference.families import Family, entropy
+from bnn_zoo.inference import noise
+from bnn_zoo.inference.estimators import STREAM, Likelihood
+from bnn_zoo.inference.families import Family, entropy, softplus
 from bnn_zoo.inference.jaxmodel import ModelFunction
 
 
@@ -43,13 +50,26 @@ class ELBO:
     beta: float = 1.0
     scale: float = 1.0  # N / batch_size: the likelihood is at full-data scale
     path_derivative: bool = False
+    likelihood: Likelihood | None = None  # a per-example-noise estimator's (mean-field q only)
 
-    def __call__(self, params, eps, batch, kl_weight=1.0):
+    def __call__(self, params, eps, batch, kl_weight=1.0, words=None, step=0):
+        """``words`` and ``step`` seed the per-example noise of ``likelihood`` (the engine's key)."""
         log_lik = log_prior = neg_log_q = 0.0
         frozen = jax.lax.stop_gradient(params)
-        for e in eps:
+        layout = self.density.layout
+        if self.likelihood is not None:
+            index = {name: i for i, name in enumerate(layout.names)}
+            at = [index[name] for name in self.likelihood.sites]
+            loc = layout.unflatten(params["mu"])
+            scale = layout.unflatten(softplus(params["rho"]))
+            loc, scale = [loc[i] for i in at], [scale[i] for i in at]
+        for m, e in enumerate(eps):
             z, log_det = self.family.draw(params, e)
-            prior, lik = self.density.log_density(self.density.layout.unflatten(z), *batch)
+            values = layout.unflatten(z)
+            prior, lik = self.density.log_density(values, *batch)
+            if self.likelihood is not None:  # the prior from the draw, the likelihood per example
+                lik = self.likelihood.fn(values, loc, scale, noise.derive(words, STREAM, m),
+                                         jnp.asarray(step, jnp.uint32), *batch)
             log_lik, log_prior = log_lik + lik, log_prior + prior
             if self.path_derivative:
                 neg_log_q = neg_log_q - self.family.log_density(frozen, z)
