@@ -213,7 +213,7 @@ def swag(model: pm.Model, *, map_steps: int = 10_000, map_lr: float = 0.01, step
     optimizer = optim.described(optax.sgd(lr), f"sgd({lr:g})")
     update = partial(iterates.optimize_step, density=problem.density, optimizer=optimizer, n=problem.n)
     runner = problem.runner(("swag", optimizer.description), update, seed)
-    state, moments = iterates.init(z, optimizer), iterates.swag_init(len(z), rank)
+    state, moments = iterates.init(z, optimizer), iterates.swag_init(len(z))
     for at in range(0, steps - collect_every + 1, collect_every):
         state, trace = runner.advance(state, at, collect_every)
         if not np.isfinite(trace).all():

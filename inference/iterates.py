@@ -123,7 +123,8 @@ class SWAGMoments(NamedTuple):
     count: int
 
 
-def swag_init(dim: int, rank: int) -> SWAGMoments:
+def swag_init(dim: int) -> SWAGMoments:
+    """Empty moments of ``dim`` parameters (no iterate collected yet)."""
     return SWAGMoments(np.zeros(dim), np.zeros(dim), np.zeros((0, dim)), 0)
 
 

@@ -59,7 +59,7 @@ def test_cyclical_sgld_keeps_draws_only_in_sampling_stages():
 def test_swag_moments_and_draws_follow_maddox_et_al():
     rng = np.random.default_rng(0)
     iterates_z = rng.normal(size=(30, 4)) * [1.0, 2.0, 0.5, 1.0] + [1, 2, 3, 4]
-    m = iterates.swag_init(4, rank=10)
+    m = iterates.swag_init(4)
     for z in iterates_z:
         m = iterates.swag_collect(m, z, rank=10)
     np.testing.assert_allclose(m.mean, iterates_z.mean(0))
