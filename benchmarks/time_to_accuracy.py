@@ -34,10 +34,10 @@ import pandas as pd
 
 from bnn_zoo import precision
 from bnn_zoo.data import mnist
-from bnn_zoo.inference import optim
+from bnn_zoo.inference import core, optim
 from bnn_zoo.inference.advi import prepare
 from bnn_zoo.inference.estimators import ESTIMATORS
-from bnn_zoo.inference.families import softplus
+from bnn_zoo.inference.families import MEAN_FIELD
 from bnn_zoo.inference.io import atomic_write, write_json
 from bnn_zoo.inference.jaxmodel import compile_predictive
 from bnn_zoo.models import mlp_classifier
@@ -54,8 +54,7 @@ def evaluator(model, layout, X: np.ndarray, y: np.ndarray, chunk: int = 2000):
 
     @jax.jit
     def proba(params, x):
-        eps = jax.random.normal(key, (DRAWS, params["mu"].shape[0]), params["mu"].dtype)
-        z = params["mu"] + softplus(params["rho"]) * eps
+        z = core.sample(key, params, MEAN_FIELD, DRAWS)
 
         def one(row):
             data = [x if name == "X" else jnp.zeros(len(x), dtype) for name, dtype in dtypes.items()]

@@ -42,10 +42,10 @@ from pytensor.graph.traversal import io_toposort
 from pytensor.link.jax.dispatch import jax_funcify
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import DimShuffle
-from pytensor.tensor.math import Dot, variadic_add
+from pytensor.tensor.math import Dot
 
 from bnn_zoo.inference import noise
-from bnn_zoo.inference.jaxmodel import Layout, _memoized, _with_data_inputs, jaxify
+from bnn_zoo.inference.jaxmodel import Layout, _memoized, _with_data_inputs, jaxify, log_terms
 
 ESTIMATORS = ("weights", "local_reparam", "flipout")
 STREAM = 0x4C52  # the per-example noise's stream, apart from the weights' (offset 0 of the key words)
@@ -108,8 +108,9 @@ class Likelihood:
 
 def _dense_products(model: pm.Model, nodes: list) -> dict:
     """``{W: [(node, path)]}``: the products ``h @ f(W)`` in ``nodes`` with ``W`` a value variable
-    used only there; ``f`` (``path``) is a chain of DimShuffles (expansions, transposes)."""
-    values = set(model.value_vars)
+    used only there; ``f`` (``path``) is a chain of DimShuffles (expansions, transposes). Only
+    untransformed variables qualify: q's Gaussian is over their values themselves."""
+    values = {model.rvs_to_values[rv] for rv in model.free_RVs if model.rvs_to_transforms.get(rv) is None}
     clients: dict = {}
     for node in nodes:
         for var in node.inputs:
@@ -143,12 +144,9 @@ def compile_likelihood(model: pm.Model, layout: Layout, estimator: str) -> Likel
     """
     if estimator not in ESTIMATORS[1:]:
         raise ValueError(f"unknown estimator {estimator!r}; valid: {', '.join(ESTIMATORS)}")
-    terms = model.logp(jacobian=True, sum=False)
-    log_lik = model.replace_rvs_by_values([variadic_add(*(t.sum() for t in terms[len(model.free_RVs):]))])
+    log_lik = model.replace_rvs_by_values([log_terms(model)[1]])
     nodes = io_toposort([*model.value_vars, *model.data_vars], log_lik)
     products = _dense_products(model, nodes)
-    transformed = {model.rvs_to_values[rv] for rv, t in model.rvs_to_transforms.items() if t is not None}
-    products = {w: uses for w, uses in products.items() if w not in transformed}
     if not products:
         raise ValueError(f"estimator={estimator!r} found no dense product h @ W in the model's likelihood "
                          "with W an untransformed free variable used nowhere else")

@@ -211,6 +211,16 @@ def _memoized(inputs: list, outputs: list, same: Callable, build: Callable):
     return built
 
 
+def log_terms(model: pm.Model) -> tuple:
+    """``(log_prior, log_lik, pointwise)`` graphs of the model's random variables, from one
+    ``model.logp`` call: the free variables' terms (with Jacobians), the rest (observed variables
+    and potentials), and each observed variable's elementwise term."""
+    terms = model.logp(jacobian=True, sum=False)
+    n_free, n_obs = len(model.free_RVs), len(model.observed_RVs)
+    return (variadic_add(*(t.sum() for t in terms[:n_free])), variadic_add(*(t.sum() for t in terms[n_free:])),
+            terms[n_free:n_free + n_obs])
+
+
 def compile_model(model: pm.Model, layout: Layout) -> ModelFunction:
     """``model`` as a :class:`ModelFunction` of its unconstrained values and its data.
 
@@ -220,11 +230,7 @@ def compile_model(model: pm.Model, layout: Layout) -> ModelFunction:
     with the same settings, on other data of any size) gets that one's
     instance, without a second rewrite or trace.
     """
-    terms = model.logp(jacobian=True, sum=False)
-    n_free, n_obs = len(model.free_RVs), len(model.observed_RVs)
-    log_prior = variadic_add(*(t.sum() for t in terms[:n_free]))
-    log_lik = variadic_add(*(t.sum() for t in terms[n_free:]))
-    pointwise = terms[n_free:n_free + n_obs]
+    log_prior, log_lik, pointwise = log_terms(model)
     named = [*model.free_RVs, *model.deterministics]
     outputs = model.replace_rvs_by_values([log_prior, log_lik, *pointwise, *named])
     batch, outputs = _with_data_inputs(model, outputs)
