@@ -24,7 +24,7 @@ by ``set_value``, which is how ``pm.fit`` takes minibatches from NumPy).
   backward pass.
 
 The models: ``mlp400`` is 784-400-400-10 with ReLU; ``cnn`` is seed 004's
-conv(32, 5x5)-pool-conv(32, 5x5)-pool-64-10 with tanh, NCHW. Timings are the
+conv(32, 5x5)-pool-conv(32, 5x5)-pool-64-10 with tanh, NHWC. Timings are the
 median ms/step over ``--blocks`` interleaved blocks (each engine runs a block
 in turn, so all see the same machine state) after a warm-up that compiles.
 Prints a table and the ratios (engine / deterministic also as the median of
@@ -59,7 +59,7 @@ from bnn_zoo.models import mlp_classifier
 from bnn_zoo.models.cnn import cnn_classifier
 
 LR, INIT_STD, SEED = 1e-3, 1e-3, 0
-CONV = ("NCHW", "HWIO", "NCHW")
+CONV = ("NHWC", "HWIO", "NHWC")
 
 
 def shapes(model: str) -> list[tuple]:
@@ -83,11 +83,10 @@ def logits(model: str, params: list, x):
         for W, b in zip(params[0:-2:2], params[1:-2:2]):
             h = jax.nn.relu(h @ W + b)
         return h @ params[-2] + params[-1]
-    h = x
+    h = x.transpose(0, 2, 3, 1)  # NCHW images, NHWC activations (as models.cnn)
     for W, b in zip(params[0:4:2], params[1:4:2]):
-        h = jnp.tanh(lax.conv_general_dilated(h, W, (1, 1), "VALID", dimension_numbers=CONV)
-                     + b[None, :, None, None])
-        h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+        h = jnp.tanh(lax.conv_general_dilated(h, W, (1, 1), "VALID", dimension_numbers=CONV) + b)
+        h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
     h = jnp.tanh(h.reshape(len(x), -1) @ params[4] + params[5])
     return h @ params[6] + params[7]
 

@@ -6,8 +6,12 @@ tanh -> dense 10 softmax. As in :mod:`models.mlp`, layer ``l`` has weights
 ``scale_l`` from the hyperprior. Convolution kernels are HWIO
 ``(kernel_row, kernel_col, in, out)``.
 
-Images live in ``pm.Data("X")`` (N, C, H, W) and labels in ``pm.Data("y")``;
-``p`` is the class-probability tensor.
+Images live in ``pm.Data("X")`` (N, C, H, W), the layout of the data
+loaders, and labels in ``pm.Data("y")``; ``p`` is the class-probability
+tensor. Inside the graph the activations are channels-last (NHWC, see
+:mod:`models.ops`): the images are transposed once at the input (for one
+channel a free reshape), and the flattened features run over (row, col,
+channel).
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ def cnn_classifier(
     Parameters
     ----------
     X : array (n, c, h, w)
-        Training images (NCHW); stored as ``pm.Data("X")`` in ``pytensor.config.floatX``.
+        Training images (NCHW, as the loaders give them); stored as ``pm.Data("X")`` in ``pytensor.config.floatX``.
     y : array of int (n,)
         Labels in ``0..n_classes-1``; stored as ``pm.Data("y")``.
     channels : sequence of int
@@ -107,11 +111,11 @@ def cnn_classifier(
     with pm.Model(coords=coords) as model:
         X_data = pm.Data("X", X.astype(pytensor.config.floatX), dims=("obs", "channel", "row", "col"))
         y_data = pm.Data("y", y.astype("int64"), dims="obs")
-        hid = X_data
+        hid = X_data.transpose(0, 2, 3, 1)  # NHWC
         layer = 0
         for dim_in, dim_out in zip(conv_dims[:-1], conv_dims[1:]):
             W, b = layer_priors(layer, ("kernel_row", "kernel_col", dim_in, dim_out), dim_out)
-            hid = max_pool2d(act(conv2d(hid, W) + b[None, :, None, None]), pool)
+            hid = max_pool2d(act(conv2d(hid, W) + b), pool)
             layer += 1
         hid = hid.reshape((hid.shape[0], n_features))
         for dim_in, dim_out in zip(unit_dims[:-1], unit_dims[1:]):

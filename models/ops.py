@@ -2,7 +2,7 @@
 
 pytensor 3 has no CNN layers, so these are four small Ops:
 
-- :func:`conv2d` (NCHW input, HWIO kernel, "valid", stride 1) and the two Ops
+- :func:`conv2d` (NHWC input, HWIO kernel, "valid", stride 1) and the two Ops
   of its gradient;
 - :func:`max_pool2d` (non-overlapping ``k x k`` windows) and its gradient.
 
@@ -11,8 +11,11 @@ calls it in object mode) and is registered with pytensor's JAX dispatcher,
 where it becomes the matching ``jax.lax`` primitive, so a PyMC model built
 from them compiles whole to JAX (``backend="jax"``).
 
-Kernels are HWIO ``(kh, kw, in, out)`` so that, as for dense ``(in, out)``
-weights, the fan-in is the product of all but the last axis.
+Activations are NHWC (channels last), the layout XLA's CPU convolutions
+work in: seed 004's CNN step measured 0.84x the NCHW step in plain JAX
+(benchmarks/README.md). Kernels are HWIO ``(kh, kw, in, out)`` so that, as
+for dense ``(in, out)`` weights, the fan-in is the product of all but the
+last axis.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from pytensor.graph.op import Op
 from pytensor.link.jax.dispatch import jax_funcify
 from pytensor.scalar import upcast
 
-_DIMS = ("NCHW", "HWIO", "NCHW")
+_DIMS = ("NHWC", "HWIO", "NHWC")
 
 
 def _out_dim(size, k):
@@ -37,7 +40,7 @@ def _out_dim(size, k):
 
 # --------------------------------------------------------------------- conv2d
 class Conv2d(Op):
-    """``y[n, o, i, j] = sum_{c, a, b} x[n, c, i + a, j + b] * w[a, b, c, o]``."""
+    """``y[n, i, j, o] = sum_{a, b, c} x[n, i + a, j + b, c] * w[a, b, c, o]``."""
 
     __props__ = ()
 
@@ -45,22 +48,22 @@ class Conv2d(Op):
         x, w = pt.as_tensor_variable(x), pt.as_tensor_variable(w)
         if x.ndim != 4 or w.ndim != 4:
             raise ValueError(f"conv2d needs a 4-D input and kernel, got {x.ndim}-D and {w.ndim}-D")
-        n, _, h, wd = x.type.shape
+        n, h, wd, _ = x.type.shape
         kh, kw, _, o = w.type.shape
-        shape = (n, o, _out_dim(h, kh) if kh else None, _out_dim(wd, kw) if kw else None)
+        shape = (n, _out_dim(h, kh) if kh else None, _out_dim(wd, kw) if kw else None, o)
         dtype = upcast(x.dtype, w.dtype)
         return Apply(self, [x, w], [pt.tensor(dtype=dtype, shape=shape)])
 
     def perform(self, node, inputs, outputs):
         x, w = inputs
         kh, kw = w.shape[:2]
-        windows = sliding_window_view(x, (kh, kw), axis=(2, 3))  # (n, c, oh, ow, kh, kw)
-        y = np.einsum("ncijab,abco->noij", windows, w, optimize=True)
+        windows = sliding_window_view(x, (kh, kw), axis=(1, 2))  # (n, oh, ow, c, kh, kw)
+        y = np.einsum("nijcab,abco->nijo", windows, w, optimize=True)
         outputs[0][0] = y.astype(node.outputs[0].dtype, copy=False)
 
     def infer_shape(self, fgraph, node, shapes):
-        (n, _, h, wd), (kh, kw, _, o) = shapes
-        return [(n, o, h - kh + 1, wd - kw + 1)]
+        (n, h, wd, _), (kh, kw, _, o) = shapes
+        return [(n, h - kh + 1, wd - kw + 1, o)]
 
     def pullback(self, inputs, outputs, cotangents):
         x, w = inputs
@@ -76,17 +79,17 @@ class Conv2dGradInput(Op):
     def make_node(self, gy, w, x_shape):
         gy, w = pt.as_tensor_variable(gy), pt.as_tensor_variable(w)
         x_shape = pt.as_tensor_variable(x_shape, dtype="int64")
-        n, _, _, _ = gy.type.shape
+        n = gy.type.shape[0]
         c = w.type.shape[2]
-        out = pt.tensor(dtype=upcast(gy.dtype, w.dtype), shape=(n, c, None, None))
+        out = pt.tensor(dtype=upcast(gy.dtype, w.dtype), shape=(n, None, None, c))
         return Apply(self, [gy, w, x_shape], [out])
 
     def perform(self, node, inputs, outputs):
         gy, w, _ = inputs
         kh, kw = w.shape[:2]
-        padded = np.pad(gy, ((0, 0), (0, 0), (kh - 1, kh - 1), (kw - 1, kw - 1)))
-        windows = sliding_window_view(padded, (kh, kw), axis=(2, 3))  # (n, o, h, w, kh, kw)
-        gx = np.einsum("noijab,abco->ncij", windows, w[::-1, ::-1], optimize=True)
+        padded = np.pad(gy, ((0, 0), (kh - 1, kh - 1), (kw - 1, kw - 1), (0, 0)))
+        windows = sliding_window_view(padded, (kh, kw), axis=(1, 2))  # (n, h, w, o, kh, kw)
+        gx = np.einsum("nijoab,abco->nijc", windows, w[::-1, ::-1], optimize=True)
         outputs[0][0] = gx.astype(node.outputs[0].dtype, copy=False)
 
     def infer_shape(self, fgraph, node, shapes):
@@ -102,14 +105,14 @@ class Conv2dGradKernel(Op):
     def make_node(self, x, gy, w_shape):
         x, gy = pt.as_tensor_variable(x), pt.as_tensor_variable(gy)
         w_shape = pt.as_tensor_variable(w_shape, dtype="int64")
-        out = pt.tensor(dtype=upcast(x.dtype, gy.dtype), shape=(None, None, x.type.shape[1], gy.type.shape[1]))
+        out = pt.tensor(dtype=upcast(x.dtype, gy.dtype), shape=(None, None, x.type.shape[3], gy.type.shape[3]))
         return Apply(self, [x, gy, w_shape], [out])
 
     def perform(self, node, inputs, outputs):
         x, gy, w_shape = inputs
         kh, kw = int(w_shape[0]), int(w_shape[1])
-        windows = sliding_window_view(x, (kh, kw), axis=(2, 3))  # (n, c, oh, ow, kh, kw)
-        gw = np.einsum("ncijab,noij->abco", windows, gy, optimize=True)
+        windows = sliding_window_view(x, (kh, kw), axis=(1, 2))  # (n, oh, ow, c, kh, kw)
+        gw = np.einsum("nijcab,nijo->abco", windows, gy, optimize=True)
         outputs[0][0] = gw.astype(node.outputs[0].dtype, copy=False)
 
     def infer_shape(self, fgraph, node, shapes):
@@ -125,6 +128,11 @@ def _jax_conv(x, w):
 # fits by inference/jax_fixes.py, which these Ops do not import), and lax.conv
 # refuses mixed dtypes: so every implementation casts its inputs to the dtype
 # the graph declares, which is free when they already have it.
+#
+# Both gradients are JAX's own transpose of the convolution (jax.vjp), so XLA
+# picks their convolutions as it does for any JAX CNN. Shapes inside a jitted
+# function are static, so the missing operand's shape comes from the other two;
+# the forward convolution the vjp traces is unused and removed by XLA.
 
 
 @jax_funcify.register(Conv2d)
@@ -138,12 +146,11 @@ def _jax_conv2d_grad_input(op, node, **kwargs):
     dtype = node.outputs[0].dtype
 
     def grad_input(gy, w, x_shape):
-        kh, kw = w.shape[:2]
-        # The transposed convolution: a full correlation with the flipped kernel.
-        w_t = jnp.swapaxes(w[::-1, ::-1], 2, 3).astype(dtype)  # (kh, kw, out, in)
-        return lax.conv_general_dilated(
-            gy.astype(dtype), w_t, (1, 1), ((kh - 1, kh - 1), (kw - 1, kw - 1)), dimension_numbers=_DIMS
-        )
+        n, oh, ow, _ = gy.shape
+        kh, kw, c, _ = w.shape
+        w = w.astype(dtype)
+        _, vjp = jax.vjp(lambda x: _jax_conv(x, w), jnp.zeros((n, oh + kh - 1, ow + kw - 1, c), dtype))
+        return vjp(gy.astype(dtype))[0]
 
     return grad_input
 
@@ -153,19 +160,16 @@ def _jax_conv2d_grad_kernel(op, node, **kwargs):
     dtype = node.outputs[0].dtype
 
     def grad_kernel(x, gy, w_shape):
-        # Correlate x with gy, batch as the contracted "feature" axis:
-        # x as (C, N, H, W) "images", gy as an (OH, OW, N, O) kernel.
-        gw = lax.conv_general_dilated(
-            jnp.swapaxes(x, 0, 1).astype(dtype), jnp.transpose(gy, (2, 3, 0, 1)).astype(dtype),
-            (1, 1), "VALID", dimension_numbers=_DIMS,
-        )  # (C, O, kh, kw)
-        return jnp.transpose(gw, (2, 3, 0, 1))
+        (_, h, wd, c), (_, oh, ow, o) = x.shape, gy.shape
+        x = x.astype(dtype)
+        _, vjp = jax.vjp(lambda w: _jax_conv(x, w), jnp.zeros((h - oh + 1, wd - ow + 1, c, o), dtype))
+        return vjp(gy.astype(dtype))[0]
 
     return grad_kernel
 
 
 def conv2d(x, w):
-    """Valid 2-D convolution, stride 1: ``x`` (N, C, H, W), ``w`` (kh, kw, C, O) -> (N, O, H-kh+1, W-kw+1).
+    """Valid 2-D convolution, stride 1: ``x`` (N, H, W, C), ``w`` (kh, kw, C, O) -> (N, H-kh+1, W-kw+1, O).
 
     Like every deep-learning "convolution" this is a cross-correlation (the
     kernel is not flipped), which is what ``jax.lax.conv_general_dilated`` does.
@@ -175,13 +179,13 @@ def conv2d(x, w):
 
 # ----------------------------------------------------------------- max pooling
 def _pool_windows(x: np.ndarray, k: int) -> np.ndarray:
-    """``x`` (n, c, h, w) as (n, c, h//k, k, w//k, k) windows, incomplete ones dropped."""
-    n, c, h, w = x.shape
-    return x[:, :, : h - h % k, : w - w % k].reshape(n, c, h // k, k, w // k, k)
+    """``x`` (n, h, w, c) as (n, h//k, k, w//k, k, c) windows, incomplete ones dropped."""
+    n, h, w, c = x.shape
+    return x[:, : h - h % k, : w - w % k].reshape(n, h // k, k, w // k, k, c)
 
 
 class MaxPool2d(Op):
-    """Max over non-overlapping ``k x k`` windows of an NCHW tensor (rows/cols that do not fill a window are dropped)."""
+    """Max over non-overlapping ``k x k`` windows of an NHWC tensor (rows/cols that do not fill a window are dropped)."""
 
     __props__ = ("k",)
 
@@ -193,17 +197,17 @@ class MaxPool2d(Op):
     def make_node(self, x):
         x = pt.as_tensor_variable(x)
         if x.ndim != 4:
-            raise ValueError(f"max_pool2d needs a 4-D NCHW input, got {x.ndim}-D")
-        n, c, h, w = x.type.shape
-        shape = (n, c, None if h is None else h // self.k, None if w is None else w // self.k)
+            raise ValueError(f"max_pool2d needs a 4-D NHWC input, got {x.ndim}-D")
+        n, h, w, c = x.type.shape
+        shape = (n, None if h is None else h // self.k, None if w is None else w // self.k, c)
         return Apply(self, [x], [pt.tensor(dtype=x.dtype, shape=shape)])
 
     def perform(self, node, inputs, outputs):
-        outputs[0][0] = _pool_windows(inputs[0], self.k).max(axis=(3, 5))
+        outputs[0][0] = _pool_windows(inputs[0], self.k).max(axis=(2, 4))
 
     def infer_shape(self, fgraph, node, shapes):
-        n, c, h, w = shapes[0]
-        return [(n, c, h // self.k, w // self.k)]
+        n, h, w, c = shapes[0]
+        return [(n, h // self.k, w // self.k, c)]
 
     def pullback(self, inputs, outputs, cotangents):
         gy = pt.cast(cotangents[0], outputs[0].dtype)  # upstream may have upcast
@@ -225,15 +229,15 @@ class MaxPool2dGrad(Op):
     def perform(self, node, inputs, outputs):
         x, gy = inputs
         k = self.k
-        n, c, h, w = x.shape
-        win = _pool_windows(x, k)  # (n, c, h/k, k, w/k, k)
-        win = win.transpose(0, 1, 2, 4, 3, 5).reshape(n, c, h // k, w // k, k * k)
+        n, h, w, c = x.shape
+        win = _pool_windows(x, k)  # (n, h/k, k, w/k, k, c)
+        win = win.transpose(0, 1, 3, 5, 2, 4).reshape(n, h // k, w // k, c, k * k)
         first = win.argmax(axis=-1)  # ties: the first maximum, as XLA's select-and-scatter
         onehot = np.arange(k * k) == first[..., None]
-        g = (onehot * gy[..., None]).reshape(n, c, h // k, w // k, k, k)
+        g = (onehot * gy[..., None]).reshape(n, h // k, w // k, c, k, k)
         gx = np.zeros_like(x)
-        gx[:, :, : h - h % k, : w - w % k] = g.transpose(0, 1, 2, 4, 3, 5).reshape(
-            n, c, (h // k) * k, (w // k) * k
+        gx[:, : h - h % k, : w - w % k] = g.transpose(0, 1, 4, 2, 5, 3).reshape(
+            n, (h // k) * k, (w // k) * k, c
         )
         outputs[0][0] = gx
 
@@ -242,7 +246,7 @@ class MaxPool2dGrad(Op):
 
 
 def _jax_max_pool(x, k):
-    return lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, k, k), (1, 1, k, k), "VALID")
+    return lax.reduce_window(x, -jnp.inf, lax.max, (1, k, k, 1), (1, k, k, 1), "VALID")
 
 
 @jax_funcify.register(MaxPool2d)
@@ -263,5 +267,5 @@ def _jax_max_pool2d_grad(op, node, **kwargs):
 
 
 def max_pool2d(x, k: int = 2):
-    """Max pooling over non-overlapping ``k x k`` windows (stride ``k``, "valid") of an NCHW tensor."""
+    """Max pooling over non-overlapping ``k x k`` windows (stride ``k``, "valid") of an NHWC tensor."""
     return MaxPool2d(k)(x)

@@ -51,7 +51,8 @@ def test_seed_004_architecture():
 
 
 def test_forward_pass_matches_a_jax_cnn():
-    X, y = images()
+    rng = np.random.default_rng(2)  # two channels, so a wrong NCHW -> NHWC transpose shows
+    X, y = rng.random((6, 2, 16, 16)), rng.integers(0, 10, 6)
     model = cnn_classifier(X, y, channels=(3, 4), dense=(5,))
     rng = np.random.default_rng(1)
     point = {v.name: rng.normal(size=tuple(model[v.name.removesuffix("_log__")].shape.eval()))
@@ -60,12 +61,11 @@ def test_forward_pass_matches_a_jax_cnn():
     p = density.select(("p",))([point[v.name] for v in model.value_vars],
                                *[v.get_value() for v in model.data_vars])[0]
 
-    def conv_tanh_pool(h, W, b):
-        h = lax.conv_general_dilated(h, W, (1, 1), "VALID", dimension_numbers=("NCHW", "HWIO", "NCHW"))
-        h = np.tanh(h + b[None, :, None, None])
-        return lax.reduce_window(h, -np.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+    def conv_tanh_pool(h, W, b):  # NHWC; features flattened over (row, col, channel)
+        h = lax.conv_general_dilated(h, W, (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return lax.reduce_window(np.tanh(h + b), -np.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
 
-    h = conv_tanh_pool(X, point["W_0"], point["b_0"])
+    h = conv_tanh_pool(X.transpose(0, 2, 3, 1), point["W_0"], point["b_0"])
     h = np.asarray(conv_tanh_pool(h, point["W_1"], point["b_1"])).reshape(len(X), -1)
     h = np.tanh(h @ point["W_2"] + point["b_2"]) @ point["W_3"] + point["b_3"]
     np.testing.assert_allclose(p, jax.nn.softmax(h, axis=-1), rtol=1e-10, atol=1e-12)

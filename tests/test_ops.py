@@ -17,21 +17,21 @@ jax.config.update("jax_enable_x64", True)  # float64 references (pytensor's JAX 
 
 def conv_loops(x, w):
     """Cross-correlation by explicit loops: the definition, independent of any library."""
-    n, c, h, wd = x.shape
+    n, h, wd, c = x.shape
     kh, kw, _, o = w.shape
-    y = np.zeros((n, o, h - kh + 1, wd - kw + 1))
+    y = np.zeros((n, h - kh + 1, wd - kw + 1, o))
     for i in range(h - kh + 1):
         for j in range(wd - kw + 1):
-            y[:, :, i, j] = np.einsum("ncab,abco->no", x[:, :, i : i + kh, j : j + kw], w)
+            y[:, i, j, :] = np.einsum("nabc,abco->no", x[:, i : i + kh, j : j + kw, :], w)
     return y
 
 
 def lax_conv(x, w):
-    return lax.conv_general_dilated(x, w, (1, 1), "VALID", dimension_numbers=("NCHW", "HWIO", "NCHW"))
+    return lax.conv_general_dilated(x, w, (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC"))
 
 
 def lax_pool(x, k=2):
-    return lax.reduce_window(x, -np.inf, lax.max, (1, 1, k, k), (1, 1, k, k), "VALID")
+    return lax.reduce_window(x, -np.inf, lax.max, (1, k, k, 1), (1, k, k, 1), "VALID")
 
 
 def reference_loss(x, w):
@@ -46,7 +46,7 @@ def graph():
     return x, w, y, loss
 
 
-SHAPES = [((2, 1, 7, 7), (3, 3, 1, 2)), ((3, 2, 9, 8), (2, 4, 2, 3)), ((1, 3, 6, 5), (1, 1, 3, 4))]
+SHAPES = [((2, 7, 7, 1), (3, 3, 1, 2)), ((3, 9, 8, 2), (2, 4, 2, 3)), ((1, 6, 5, 3), (1, 1, 3, 4))]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -74,18 +74,19 @@ def test_gradients_pass_pytensor_gradient_checker(x_shape, w_shape):
 @pytest.mark.parametrize("mode", MODES)
 def test_max_pool_drops_incomplete_windows_and_routes_gradient_to_the_max(mode):
     x = pt.tensor4("x")
-    xv = np.arange(2 * 3 * 5 * 7, dtype="float64").reshape(2, 3, 5, 7)[..., ::-1].copy()
+    # NHWC: 2 images of 5 rows, 7 columns, 3 channels.
+    xv = np.arange(2 * 3 * 5 * 7, dtype="float64").reshape(2, 3, 5, 7)[..., ::-1].transpose(0, 2, 3, 1).copy()
     pooled = max_pool2d(x)
     f = pytensor.function([x], [pooled, pytensor.grad(pooled.sum(), x)], mode=mode)
     out, g = f(xv)
-    assert out.shape == (2, 3, 2, 3)
-    np.testing.assert_array_equal(out, xv[:, :, :4, :6].reshape(2, 3, 2, 2, 3, 2).max(axis=(3, 5)))
+    assert out.shape == (2, 2, 3, 3)
+    np.testing.assert_array_equal(out, xv[:, :4, :6].reshape(2, 2, 2, 3, 2, 3).max(axis=(2, 4)))
     # One unit of gradient per window, on the window's maximum (values grow down the
     # rows and shrink along the columns: row 1, col 0 of each window); nothing for
     # the dropped row and column.
     assert g.sum() == out.size
     expected = np.zeros_like(xv)
-    expected[:, :, 1:4:2, 0:6:2] = 1
+    expected[:, 1:4:2, 0:6:2, :] = 1
     np.testing.assert_array_equal(g, expected)
 
 
@@ -96,7 +97,7 @@ def test_dtype_is_preserved(mode, dtype):
     out = max_pool2d(conv2d(x, w))
     grads = pytensor.grad(out.sum(dtype=dtype), [x, w])
     f = pytensor.function([x, w], [out, *grads], mode=mode)
-    res = f(np.ones((1, 1, 6, 6), dtype), np.ones((3, 3, 1, 2), dtype))
+    res = f(np.ones((1, 6, 6, 1), dtype), np.ones((3, 3, 1, 2), dtype))
     assert [r.dtype for r in res] == [dtype] * 3
 
 
