@@ -1,6 +1,6 @@
 # `make demo`: set up .venv and fit the default hierarchical BNN on moons.
 # `make test`: set up .venv and run the test suite (what .ci/run calls).
-# `make mnist`: the Bayesian CNN on MNIST (about 20 min on 2 cores; MNIST_DIR or a download).
+# `make mnist`: the Bayesian CNN on MNIST (about 16 min on 2 cores; MNIST_DIR or a download).
 # `make bbb`: Bayes by Backprop, 2x400 MLP on MNIST, with pruning (about 15 min on 2 cores).
 # `make regression`: the two 1-D regression experiments with their beta sweep.
 # `make all-priors`: the 16 prior x hyperprior pairs on moons and on circles, compared by LOO.
@@ -30,7 +30,7 @@ all-priors: $(VENV)/.installed
 	$(VENV)/bin/bnn-zoo toy --all-priors
 
 mnist: $(VENV)/.installed
-	$(VENV)/bin/bnn-zoo mnist-cnn
+	$(VENV)/bin/bnn-zoo mnist-cnn --lr-decay-epochs 23
 
 bbb: $(VENV)/.installed
 	$(VENV)/bin/bnn-zoo mnist-bbb --prune
