@@ -621,16 +621,20 @@ def _report(exp: Experiment, prog: str, record: Record) -> None:
     """The run's line on stdout, and a one-line warning on stderr if a fit did not converge."""
     print(exp.report(record), flush=True)
     if not record.metrics["converged"]:
-        print(f"{prog}: warning: {record.dir}: the fit did not converge: "
-              f"{convergence_text(record.metrics)}; try more steps or a decaying --lr-schedule",
+        check = recorded_convergence(record.metrics)
+        hint = check.hint().replace("a decaying learning rate", "a decaying --lr-schedule")
+        if record.metrics.get("method") == "fullrank_advi":
+            hint = hint.replace("a smaller learning rate", "a smaller --fullrank-lr")
+        print(f"{prog}: warning: {record.dir}: the fit did not converge: {check.describe()}; {hint}",
               file=sys.stderr, flush=True)
 
 
-def convergence_text(metrics: dict) -> str:
-    """The convergence test's finding, from a run's metrics."""
-    return Convergence(**{k: metrics[f"convergence_{k}"] for k in
-                          ("finite", "elbo_change", "elbo_change_se", "window", "elbo_mean")},
-                       converged=False).describe()
+def recorded_convergence(metrics: dict) -> Convergence:
+    """The convergence test's finding, from a run's metrics (older ones lack the shortfall)."""
+    keys = ("finite", "elbo_change", "elbo_change_se", "window", "elbo_mean", "elbo_shortfall", "fell",
+            "moving")
+    return Convergence(**{k: metrics[f"convergence_{k}"] for k in keys if f"convergence_{k}" in metrics},
+                       converged=False)
 
 
 def _groups(cfgs: list) -> list[list]:

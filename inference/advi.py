@@ -100,7 +100,7 @@ class FitResult:
     @property
     def convergence(self) -> Convergence:
         """The convergence test of the ELBO trace (:func:`~bnn_zoo.inference.diagnostics.convergence`)."""
-        return convergence(self.elbo)
+        return convergence(self.elbo, start=self.config.get("init_elbo_final"))
 
     @property
     def ms_per_step(self) -> float:
@@ -340,6 +340,8 @@ def fit(
         end = time.perf_counter()
 
     config = dict(setup.settings, steps=steps, optimizer=description, history=history, resumed_at=done)
+    if init is not None and init.config.get("beta") == beta:  # the same objective: a level to keep
+        config["init_elbo_final"] = init.elbo_final
     ran = steps - done
     result = FitResult(
         model=model, family=setup.family, layout=setup.layout,
@@ -349,8 +351,8 @@ def fit(
         density=setup.density, _timed=(steps - first_done, end - first_step) if ran else (0, 0.0),
     )
     if not result.convergence.converged:
-        warnings.warn(f"the fit did not converge: {result.convergence.describe()}; try more steps "
-                      "or a decaying learning rate", ConvergenceWarning, stacklevel=2)
+        warnings.warn(f"the fit did not converge: {result.convergence.describe()}; "
+                      f"{result.convergence.hint()}", ConvergenceWarning, stacklevel=2)
     return result
 
 

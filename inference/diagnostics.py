@@ -16,6 +16,20 @@ whose q is already as good as that of fits three times as long; over the
 last tenth the creep is gone. A rising ELBO says more steps
 or a larger learning rate would help; a falling one, that the fit is
 unstable.
+
+A fit has not converged either when it *ended below where it had been*:
+the final window's mean ELBO is lower than that of an earlier window of the
+same length, or than ``start``, the ELBO of the fit it was started from (a
+full-rank fit from a mean-field one, whose family it contains), by more
+than :data:`Z` x sqrt(2) standard errors of a window's mean plus
+:data:`NATS` or :data:`RELATIVE` of that level, or with :data:`BELOW_SHARE` of its batch means below
+that level less the margin (a diverging trace's noise is as large as its
+fall). A line through the final window misses this: a
+full-rank fit at too large a rate drops thousands of nats below its
+mean-field start within its first steps and then climbs slowly back, still
+hundreds short, with a flat last window; one that diverges ends with a
+trend too noisy to be told from none (the regression experiment, issue 19;
+docs/engine.md).
 """
 
 from __future__ import annotations
@@ -30,6 +44,7 @@ NATS = 1.0  # ... and the change it must exceed, in nats
 RELATIVE = 1e-3  # ... or in shares of |ELBO|, whichever is larger
 WINDOW = 0.1  # the final window, as a share of the steps ...
 MIN_WINDOW = 1000  # ... but at least this many steps (all of a shorter trace)
+BELOW_SHARE = 0.95  # a window with this share of its batch means below an earlier level fell
 
 
 @dataclass(frozen=True)
@@ -40,6 +55,11 @@ class Convergence:
     elbo_change_se: float
     window: int  # steps in the final window
     elbo_mean: float  # the mean ELBO estimate over the final window
+    # How far the final window's mean is below the best earlier window's or the start's
+    # (NaN when there is neither), and whether that is more than the noise allows.
+    elbo_shortfall: float = float("nan")
+    fell: bool = False
+    moving: bool = False  # the trend test's finding: the ELBO still moves across the window
 
     def record(self) -> dict:
         return {f"convergence_{k}" if k != "converged" else k: v for k, v in asdict(self).items()}
@@ -47,13 +67,23 @@ class Convergence:
     def describe(self) -> str:
         if not self.finite:
             return "the ELBO became non-finite"
+        if self.fell and not self.moving:
+            return (f"the ELBO fell: its last {self.window} steps average {self.elbo_shortfall:.4g} nats "
+                    "below an earlier stretch of the fit or the fit it started from")
         direction = "rising" if self.elbo_change > 0 else "falling"
         return (f"the ELBO is still {direction}: {self.elbo_change:+.4g} nats over the last "
                 f"{self.window} steps (se {self.elbo_change_se:.2g})")
 
+    def hint(self) -> str:
+        """What to try: a smaller step for an unstable fit, more (or decaying) steps otherwise."""
+        if not self.finite or self.fell or self.elbo_change < 0:
+            return "try a smaller learning rate"
+        return "try more steps or a decaying learning rate"
 
-def convergence(elbo: np.ndarray) -> Convergence:
-    """The convergence test of an ELBO trace (see the module docstring)."""
+
+def convergence(elbo: np.ndarray, start: float | None = None) -> Convergence:
+    """The convergence test of an ELBO trace (see the module docstring); ``start``: the ELBO
+    of the fit this one was started from, which it should not end below."""
     elbo = np.asarray(elbo, dtype="float64")
     finite = bool(np.isfinite(elbo).all()) and len(elbo) > 0
     window = min(len(elbo), max(BATCHES, MIN_WINDOW, int(len(elbo) * WINDOW)))
@@ -68,6 +98,22 @@ def convergence(elbo: np.ndarray) -> Convergence:
     residual = means - (slope * x + intercept)
     se = float(np.sqrt(residual @ residual / (BATCHES - 2) / np.sum((x - x.mean()) ** 2)))
     change = float(slope)
-    small = abs(change) <= Z * se or abs(change) <= max(NATS, RELATIVE * abs(means.mean()))
-    return Convergence(converged=bool(small), finite=True, elbo_change=change, elbo_change_se=se,
-                       window=window, elbo_mean=float(means.mean()))
+    level = float(means.mean())
+    margin = max(NATS, RELATIVE * abs(level))
+    small = abs(change) <= Z * se or abs(change) <= margin
+    earlier = [elbo[end - window : end].mean() for end in range(len(elbo) - window, window - 1, -window)]
+    references = earlier + ([float(start)] if start is not None and np.isfinite(start) else [])
+    fell = False
+    shortfall = float("nan")
+    if references:
+        best = max(references)
+        shortfall = best - level
+        drop = max(NATS, RELATIVE * abs(best))  # the margin, on the level the fit fell from
+        level_se = float(means.std(ddof=1) / np.sqrt(BATCHES))
+        # Below by more than the noise allows, or (for a diverging trace, whose noise is as
+        # large as its fall) nearly every batch of the window below that level.
+        below = float(np.mean(means < best - drop)) >= BELOW_SHARE
+        fell = bool(shortfall > drop) and (bool(shortfall > drop + Z * np.sqrt(2.0) * level_se) or below)
+    return Convergence(converged=bool(small) and not fell, finite=True, elbo_change=change,
+                       elbo_change_se=se, window=window, elbo_mean=level,
+                       elbo_shortfall=float(shortfall), fell=fell, moving=not small)

@@ -9,10 +9,10 @@ import pytest
 import bnn_zoo
 from bnn_zoo import NonFiniteLossError, precision
 from bnn_zoo.inference import reference
-from bnn_zoo.inference.advi import initial_mean
+from bnn_zoo.inference.advi import ConvergenceWarning, fullrank_from, initial_mean
 from bnn_zoo.inference.jaxmodel import Layout
 from bnn_zoo.inference.posterior import draw_z
-from bnn_zoo.models import mlp_classifier
+from bnn_zoo.models import linear_regression, mlp_classifier
 
 SIGMA, PRIOR_SD, N = 2.0, 10.0, 50
 
@@ -402,3 +402,18 @@ def test_full_rank_starts_from_a_mean_field_fit():
     small = mlp_classifier(np.zeros((4, 2)), np.array([0, 1, 0, 1]), hidden=(2,))
     with pytest.raises(ValueError, match="same variables and shapes"):
         bnn_zoo.fit(small, init=mf, steps=1, progressbar=False)
+
+
+def test_a_full_rank_fit_that_ends_below_its_mean_field_start_has_not_converged():
+    # Its family contains the mean-field start, so ending below it is the optimiser's failure
+    # (issue 19's regression: at too large a rate it drops at once and climbs back flat).
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 5))
+    model = linear_regression(X, X @ np.ones(5) + rng.normal(size=200))
+    warm = bnn_zoo.fit(model, steps=3000, optimizer=optax.adam(0.05), progressbar=False)
+    with pytest.warns(ConvergenceWarning, match="smaller learning rate"):
+        bad = fullrank_from(model, warm, steps=2000, optimizer=optax.adam(1.0), progressbar=False)
+    assert bad.config["init_elbo_final"] == warm.elbo_final
+    assert not bad.convergence.converged and bad.convergence.elbo_shortfall > 100
+    good = fullrank_from(model, warm, steps=2000, optimizer=optax.adam(0.01), progressbar=False)
+    assert good.convergence.converged and good.elbo_final > warm.elbo_final - 1

@@ -53,3 +53,30 @@ def test_non_finite_and_short_traces():
     assert "non-finite" in convergence(np.array([1.0, np.inf])).describe()
     short = convergence(np.array([-3.0, -2.0, -1.0]))  # too short for a trend: finite is enough
     assert short.converged and np.isnan(short.elbo_change)
+
+
+def test_a_fit_that_fell_below_where_it_had_been_has_not_converged():
+    # A full-rank fit at too large a rate (issue 19's regression): thousands of nats below its
+    # start at once, then a slow climb to a flat last window, still hundreds short.
+    rng = np.random.default_rng(3)
+    steps = np.arange(50_000)
+    trace = 770 - 3000 * np.exp(-steps / 4000) + rng.normal(0, 5, 50_000)
+    flat_end = convergence(trace)
+    assert flat_end.converged  # its own trace ends at its best
+    c = convergence(trace, start=1168.0)  # the mean-field fit it started from
+    assert not c.converged and c.fell and c.elbo_shortfall == pytest.approx(398, abs=5)
+    assert "fell" in c.describe() and "smaller learning rate" in c.hint()
+    assert convergence(trace, start=760.0).converged  # a start below the end is no shortfall
+    # A fit that diverges: its last window far below an earlier one, with a trend lost in noise.
+    wild = np.concatenate([1100 + rng.normal(0, 5, 5_000), -3e5 + rng.normal(0, 1e5, 45_000)])
+    assert not convergence(wild).converged and convergence(wild).fell
+
+
+def test_the_shortfall_test_keeps_false_alarms_rare():
+    rng = np.random.default_rng(4)
+    checks = [convergence(-150 + ar1(20_000, 0.9, 5.0, rng), start=-150.0) for _ in range(300)]
+    assert np.mean([c.fell for c in checks]) < 0.02
+    # A diverged fit's noise is as large as its fall; nearly all of it is still below its start.
+    exploding = -np.exp(rng.uniform(20, 160, 3_000))
+    c = convergence(exploding, start=-150.0)
+    assert c.elbo_change_se > abs(c.elbo_change) and c.fell and not c.converged
