@@ -1,5 +1,5 @@
 # `make demo`: set up .venv and fit the default hierarchical BNN on moons.
-# `make test`: set up .venv and run the test suite (what .ci/run calls).
+# `make test`: set up .venv and run the test suite on two workers (what .ci/run calls).
 # `make mnist`: the Bayesian CNN on MNIST (about 16 min on 2 cores; MNIST_DIR or a download).
 # `make bbb`: Bayes by Backprop, 2x400 MLP on MNIST, with pruning (about 15 min on 2 cores).
 # `make regression`: the two 1-D regression experiments with their beta sweep.
@@ -24,7 +24,7 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/bnn-zoo moons
 
 test: $(VENV)/.installed
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -n 2
 
 all-priors: $(VENV)/.installed
 	$(VENV)/bin/bnn-zoo toy --all-priors
