@@ -622,9 +622,8 @@ def _report(exp: Experiment, prog: str, record: Record) -> None:
     print(exp.report(record), flush=True)
     if not record.metrics["converged"]:
         check = recorded_convergence(record.metrics)
-        hint = check.hint().replace("a decaying learning rate", "a decaying --lr-schedule")
-        if record.metrics.get("method") == "fullrank_advi":
-            hint = hint.replace("a smaller learning rate", "a smaller --fullrank-lr")
+        hint = check.hint(smaller="a smaller --fullrank-lr" if record.metrics.get("method") == "fullrank_advi"
+                          else "a smaller learning rate", decaying="a decaying --lr-schedule")
         print(f"{prog}: warning: {record.dir}: the fit did not converge: {check.describe()}; {hint}",
               file=sys.stderr, flush=True)
 

@@ -350,9 +350,10 @@ def fit(
         seconds=seconds_before + end - t0, compile_seconds=(first_step if ran else end) - t0,
         density=setup.density, _timed=(steps - first_done, end - first_step) if ran else (0, 0.0),
     )
-    if not result.convergence.converged:
-        warnings.warn(f"the fit did not converge: {result.convergence.describe()}; "
-                      f"{result.convergence.hint()}", ConvergenceWarning, stacklevel=2)
+    check = result.convergence
+    if not check.converged:
+        warnings.warn(f"the fit did not converge: {check.describe()}; {check.hint()}",
+                      ConvergenceWarning, stacklevel=2)
     return result
 
 

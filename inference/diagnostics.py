@@ -22,10 +22,10 @@ the final window's mean ELBO is lower than that of an earlier window of the
 same length, or than ``start``, the ELBO of the fit it was started from (a
 full-rank fit from a mean-field one, whose family it contains), by more
 than :data:`Z` x sqrt(2) standard errors of a window's mean plus
-:data:`NATS` or :data:`RELATIVE` of that level, or with :data:`BELOW_SHARE` of its batch means below
-that level less the margin (a diverging trace's noise is as large as its
-fall). A line through the final window misses this: a
-full-rank fit at too large a rate drops thousands of nats below its
+:data:`NATS` or :data:`RELATIVE` of that level, or with :data:`BELOW_SHARE`
+of its batch means below that level less the margin (a diverging trace's
+noise is as large as its fall). A line through the final window misses
+this: a full-rank fit at too large a rate drops thousands of nats below its
 mean-field start within its first steps and then climbs slowly back, still
 hundreds short, with a flat last window; one that diverges ends with a
 trend too noisy to be told from none (the regression experiment, issue 19;
@@ -74,11 +74,12 @@ class Convergence:
         return (f"the ELBO is still {direction}: {self.elbo_change:+.4g} nats over the last "
                 f"{self.window} steps (se {self.elbo_change_se:.2g})")
 
-    def hint(self) -> str:
-        """What to try: a smaller step for an unstable fit, more (or decaying) steps otherwise."""
+    def hint(self, smaller: str = "a smaller learning rate", decaying: str = "a decaying learning rate") -> str:
+        """What to try: ``smaller`` steps for an unstable fit, more or ``decaying`` ones otherwise
+        (the command line names its flags)."""
         if not self.finite or self.fell or self.elbo_change < 0:
-            return "try a smaller learning rate"
-        return "try more steps or a decaying learning rate"
+            return f"try {smaller}"
+        return f"try more steps or {decaying}"
 
 
 def convergence(elbo: np.ndarray, start: float | None = None) -> Convergence:
