@@ -36,6 +36,17 @@ CHUNK = 100  # steps per call of the compiled loop
 LOOP_BELOW_FLOPS = 1e7  # steps cheaper than this (XLA's cost analysis) run in the compiled loop
 
 
+def cheap(lowered) -> bool:
+    """Whether a lowered computation costs under :data:`LOOP_BELOW_FLOPS` by XLA's cost analysis.
+
+    XLA leaves out the ``flops`` entry of a computation that has none (one
+    that only moves or exponentiates values; an empty analysis is one that
+    only slices its input); no analysis at all counts as expensive.
+    """
+    analysis = lowered.cost_analysis()
+    return analysis is not None and analysis.get("flops", 0.0) < LOOP_BELOW_FLOPS
+
+
 def steps_per_epoch(n: int, batch_size: int | None) -> int:
     """Steps in one pass over ``n`` rows: ``n // batch_size`` (the remainder is skipped), 1 without minibatches."""
     return n // batch_size if batch_size else 1
@@ -143,7 +154,7 @@ class Runner:
         if "in_loop" not in steps:
             # XLA's cost analysis counts the loop's body once: the flops of one step.
             lowered = steps["loop"].lower(state, self.key, 1, data)
-            steps["in_loop"] = (lowered.cost_analysis() or {}).get("flops", np.inf) < LOOP_BELOW_FLOPS
+            steps["in_loop"] = cheap(lowered)
             if steps["in_loop"]:
                 steps["loop"] = lowered.compile()
         if steps["in_loop"]:

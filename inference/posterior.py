@@ -26,7 +26,7 @@ import xarray as xr
 from xarray import DataTree
 
 from bnn_zoo.inference import families, psis
-from bnn_zoo.inference.engine import LOOP_BELOW_FLOPS
+from bnn_zoo.inference.engine import cheap
 from bnn_zoo.inference.advi import FitResult
 from bnn_zoo.inference.jaxmodel import ModelFunction, compile_predictive
 
@@ -54,8 +54,7 @@ class _DrawMap:
         first = jax.tree_util.tree_map(lambda a: a[0], per_draw)
         shapes = str(jax.tree_util.tree_map(lambda a: (a.shape, a.dtype), (per_draw, consts)))
         if shapes not in self.looped:
-            flops = (self.one.lower(first, consts).cost_analysis() or {}).get("flops", np.inf)
-            self.looped[shapes] = jax.jit(self._blocks) if flops < LOOP_BELOW_FLOPS else None
+            self.looped[shapes] = jax.jit(self._blocks) if cheap(self.one.lower(first, consts)) else None
         if self.looped[shapes] is not None:
             return self.looped[shapes](per_draw, consts)
         n = len(jax.tree_util.tree_leaves(per_draw)[0])

@@ -15,9 +15,10 @@ import bnn_zoo
 from bnn_zoo import loo, predict, sample
 from bnn_zoo.data import toy
 from bnn_zoo.evaluation.metrics import accuracy
-from bnn_zoo.inference import posterior, psis
+from bnn_zoo.inference import engine, posterior, psis
 from bnn_zoo.inference.posterior import draw_z, evaluate_z, point_posterior
 from bnn_zoo.models import mlp_classifier, mlp_regressor
+from bnn_zoo.models.linear import correlated_design, linear_regression
 
 
 @pytest.fixture(scope="module")
@@ -314,7 +315,24 @@ def test_draws_evaluated_in_blocks_equal_draws_one_at_a_time(fitted, monkeypatch
     result.density.jitted.pop(key)
     np.testing.assert_allclose(evaluate_z(result, z, ["p"])["p"], blocked, rtol=1e-12)
     # Expensive draws (by XLA's cost analysis) go one compiled call each: the same values.
-    monkeypatch.setattr(posterior, "LOOP_BELOW_FLOPS", 0.0)
+    monkeypatch.setattr(engine, "LOOP_BELOW_FLOPS", 0.0)
     result.density.jitted.pop(key)
     np.testing.assert_allclose(evaluate_z(result, z, ["p"])["p"], blocked, rtol=1e-12)
     assert list(result.density.jitted[key].looped.values()) == [None]
+
+
+def test_draws_of_values_alone_are_evaluated_in_one_loop():
+    """The free variables at many draws (what SGLD, SWAG and ensembles return): no flops for XLA
+    to count, so cheap. They once went one compiled call per draw and a stack of thousands of
+    arrays (5,000 SGLD draws of a linear regression: 80 s, now 3 s)."""
+    X, y = correlated_design()
+    model = linear_regression(X, y)
+    result = bnn_zoo.fit(model, steps=200, progressbar=False)
+    z, _ = draw_z(result, 3000, seed=0)
+    assert engine.cheap(jax.jit(lambda a: a[:3]).lower(z[0]))
+    assert not engine.cheap(jax.jit(lambda a: a @ a.T).lower(np.ones((300, 300))))
+    tree = posterior.draws_posterior(model, result.density, z)
+    names = tuple(rv.name for rv in model.free_RVs)
+    looped = result.density.jitted[("evaluate", names)].looped
+    assert len(looped) == 1 and None not in looped.values()
+    np.testing.assert_array_equal(tree["posterior"]["w"].values[0], z)  # w's transform is the identity
