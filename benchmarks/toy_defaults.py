@@ -9,6 +9,13 @@ Two sweeps, then this summary (about 20 minutes on 2 cores)::
     bnn-zoo sweep --out sweeps/reference $S $R && bnn-zoo sweep --out sweeps/reference $C $R
     python -m benchmarks.toy_defaults sweeps/defaults sweeps/reference
 
+Other settings against the same reference, e.g. 16 restarts picked at 80%
+of the steps (about 6.5 times the defaults' steps), without rerunning it::
+
+    X="--restarts 16 --pick-at 0.8 --float32"
+    bnn-zoo sweep --out sweeps/r16 $S $X && bnn-zoo sweep --out sweeps/r16 $C $X
+    python -m benchmarks.toy_defaults sweeps/r16 benchmarks/results/toy_defaults.csv --name toy_restarts16.csv
+
 The defaults sweep fits as ``bnn-zoo moons`` does (float64); the reference
 runs in float32 (half the time; its ELBOs differ from float64's by
 hundredths of a nat).
@@ -55,11 +62,17 @@ def load(folder: Path) -> pd.DataFrame:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.toy_defaults", description=__doc__.splitlines()[0])
     p.add_argument("defaults", type=Path, help="the sweep at the toy experiment's defaults")
-    p.add_argument("reference", type=Path, help="the sweep of longer fits from other initial means")
+    p.add_argument("reference", type=Path, help="the sweep of longer fits from other initial means, or "
+                   "a table this command wrote (its reference_elbo column)")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    p.add_argument("--name", default="toy_defaults.csv", help="the table's file name in --out")
     args = p.parse_args(argv)
-    default, reference = load(args.defaults), load(args.reference)
-    reference["reference_elbo"] = reference["elbo_restarts"].map(lambda text: max(json.loads(text)))
+    default = load(args.defaults)
+    if args.reference.suffix == ".csv":
+        reference = pd.read_csv(args.reference)[CASE + ["reference_elbo"]]
+    else:
+        reference = load(args.reference)
+        reference["reference_elbo"] = reference["elbo_restarts"].map(lambda text: max(json.loads(text)))
     table = default[CASE + ["accuracy", "bayes_accuracy", "nll", "bayes_nll", "converged",
                             "convergence_elbo_change", "convergence_elbo_change_se", "elbo_q",
                             "picked_restart"]].merge(reference[CASE + ["reference_elbo"]], on=CASE, how="left")
@@ -68,9 +81,9 @@ def main(argv=None) -> int:
     # pick) against the best of the reference's 5 (1,000 draws each)
     table["elbo_short"] = table["reference_elbo"] - table["elbo_q"]
     table = table.sort_values(CASE)
-    path = args.out / "toy_defaults.csv"
+    path = args.out / args.name
     atomic_write(path, lambda tmp: table.to_csv(tmp, index=False, float_format="%.6g"))
-    print(f"{len(default)} default fits, {len(reference)} reference fits")
+    print(f"{len(default)} fits, {len(reference)} reference fits")
     print(summary(table))
     print(f"rows: {path}")
     return 0
