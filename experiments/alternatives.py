@@ -141,7 +141,7 @@ class Regression(Benchmark):
             # Regression posteriors make NUTS take its deepest trees (1,024 steps): 4 x 500 draws.
             "nuts": dict(draws=60, tune=60, chains=2) if spec.quick else dict(draws=500, tune=500, chains=4),
             "advi": dict(steps=steps, lr=DEFAULTS["lr"], lr_final=DEFAULTS["lr_final"], restarts=2 if spec.quick else 5,
-                         pick_at=0.2, fullrank_lr=DEFAULTS["lr"] / 3, draws=100 if spec.quick else 1000),
+                         pick_at=0.2, fullrank_lr=DEFAULTS["fullrank_lr"], draws=100 if spec.quick else 1000),
             "sgld": dict(steps=1000 if spec.quick else 100_000, lr=0.01, thin=10 if spec.quick else 50),
             "csgld": dict(steps=1000 if spec.quick else 100_000, lr=0.02, cycles=4, explore=0.5,
                           thin=10 if spec.quick else 25),
