@@ -172,11 +172,31 @@ def summarize(args, records: list) -> str:
     return "\n".join(out)
 
 
+def compare(loos: dict) -> tuple[pd.DataFrame, bool]:
+    """``az.compare`` of the pairs' PSIS-LOO, and whether its selection-bias check fired.
+
+    With more than 11 models ArviZ checks whether the best one's lead over
+    the median model is within what chance gives the best of that many
+    equally good models (McLatchie and Vehtari 2024) and warns if so. The
+    toy summary says that once, in words; other warnings pass through.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        table = az.compare(loos, round_to="none")
+    chance = False
+    for w in caught:
+        if "due to chance" in str(w.message):
+            chance = True
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return table, chance
+
+
 def _compare(args, runs: list) -> str:
     cfg0 = runs[0].cfg
     names_ = [f"{r.cfg.prior}-{r.cfg.hyperprior}" for r in runs]
     idatas = {name: DataTree.from_dict({"posterior": r.summary["posterior"]}) for name, r in zip(names_, runs)}
-    cmp = az.compare({name: r.summary["loo"] for name, r in zip(names_, runs)}, round_to="none")
+    cmp, chance = compare({name: r.summary["loo"] for name, r in zip(names_, runs)})
     table = pd.DataFrame([r.metrics for r in runs])[COLUMNS]
     table.insert(0, "model", names_)
     table = table.set_index("model").join(cmp[["rank", "elpd_diff", "dse", "weight"]]).sort_values("rank")
@@ -206,7 +226,10 @@ def _compare(args, runs: list) -> str:
               "columns = prior, rows = hyperprior")
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         return (f"{cfg0.dataset}\n{table.round(4).to_string()}\n"
-                f"table: {out_dir / 'comparison.csv'}; figures: {fig_dir}/")
+                + (f"the best pair's ELPD lead over the others is within what chance gives the best of "
+                   f"{len(runs)} equally good models (ArviZ's selection-bias check, McLatchie and "
+                   f"Vehtari 2024), so the ranking may be noise\n" if chance else "")
+                + f"table: {out_dir / 'comparison.csv'}; figures: {fig_dir}/")
 
 
 def experiment(dataset: str | None = None) -> runner.Experiment:

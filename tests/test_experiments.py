@@ -159,6 +159,29 @@ def test_all_priors_compares_the_grid_on_each_data_set(tmp_path):
         assert both[key] == alone[key]
 
 
+def test_comparing_many_equally_good_priors_says_the_ranking_may_be_chance():
+    """ArviZ's selection-bias check (more than 11 models) becomes a flag, not a stray warning."""
+    import warnings
+
+    from bnn_zoo.experiments.toy import compare
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(-1.0, 0.3, size=(1, 200, 80))  # chains, draws, points
+
+    def tree(loglik):
+        return az.from_dict({"posterior": {"a": rng.normal(size=(1, 200))},
+                             "log_likelihood": {"y": loglik}, "observed_data": {"y": np.zeros(80)}})
+
+    same = {f"m{i}": tree(base + rng.normal(0, 0.01, size=base.shape)) for i in range(12)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the check's warning is caught, not passed on
+        table, chance = compare(same)
+    assert chance and len(table) == 12
+    better = dict(same, m0=tree(base + 0.5))  # 40 nats ahead of the rest
+    table, chance = compare(better)
+    assert not chance and table.index[0] == "m0"
+
+
 def test_toy_command_checks_its_data_sets(tmp_path):
     proc = bnn_zoo("toy", "--datasets", "moons,spirals", "--out", "out", cwd=tmp_path)
     assert proc.returncode == 2
