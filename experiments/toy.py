@@ -226,7 +226,7 @@ def _compare(args, runs: list) -> str:
               "columns = prior, rows = hyperprior")
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         return (f"{cfg0.dataset}\n{table.round(4).to_string()}\n"
-                + (f"the best pair's ELPD lead over the others is within what chance gives the best of "
+                + (f"the best pair's ELPD lead over the median pair is within what chance gives the best of "
                    f"{len(runs)} equally good models (ArviZ's selection-bias check, McLatchie and "
                    f"Vehtari 2024), so the ranking may be noise\n" if chance else "")
                 + f"table: {out_dir / 'comparison.csv'}; figures: {fig_dir}/")
