@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from bnn_zoo.experiments import sweep, toy
-from bnn_zoo.inference.batch import PICK_WINDOW
+from bnn_zoo.inference.batch import pick_rows
 from bnn_zoo.inference.io import atomic_write
 
 CASE = ["dataset", "noise", "seed", "pair"]
@@ -77,8 +77,7 @@ def main(argv=None) -> int:
         final, trace = np.array(final), batch.out.elbo
         line = dict(zip(CASE, case[:4]))
         for name, (r, at) in rules(args.restarts).items():
-            k = (int(np.argmax(final[:r])) if not at
-                 else int(np.argmax(trace[:r, at - PICK_WINDOW:at].mean(axis=1))))
+            k = int(np.argmax(final[:r])) if not at else int(pick_rows(trace[:r, :at], r)[0][0])
             line[name] = case.reference_elbo - final[k]
         summary.append(line)
         print(f"{case.dataset} {case.noise} s{case.seed} {case.pair}: best of {args.restarts} "
