@@ -12,7 +12,14 @@ traces, and replay pick rules on them: each restart's trajectory is its own
 
 Prints, per case, how far each rule's pick ends below the reference's ELBO,
 and how many cases each rule brings within 3 nats; writes every restart's
-final ELBO and accuracy to ``toy_picks.csv`` in ``--out``.
+final ELBO and accuracy to ``toy_picks.csv`` (``--name``) in ``--out``.
+
+``--restart-peak RATE`` replays the rules under a warm restart instead of
+the defaults' one cosine decay: the rate decays (cosine) from ``--lr`` to
+its final value by the default pick's step, 2,000, so that the restarts are
+compared near their optima, and then again from ``RATE`` over the rest::
+
+    python -m benchmarks.toy_picks benchmarks/results/toy_defaults.csv --restart-peak 0.05 --name toy_picks_warm0.05.csv
 """
 
 from __future__ import annotations
@@ -22,10 +29,12 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import optax
 import pandas as pd
 
 from bnn_zoo.experiments import sweep, toy
-from bnn_zoo.inference.batch import pick_rows
+from bnn_zoo.inference import optim
+from bnn_zoo.inference.batch import pick_rows, pick_step
 from bnn_zoo.inference.io import atomic_write
 
 CASE = ["dataset", "noise", "seed", "pair"]
@@ -45,14 +54,29 @@ def cases(table: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([proper[proper["elbo_short"] > 3], worst]).drop_duplicates(CASE)
 
 
+def warm_restart(cfg, peak: float) -> tuple[optax.Schedule, str]:
+    """The rate of ``--restart-peak``, and its description: a cosine decay from ``cfg.lr`` to
+    its final rate by the default pick's step, then another from ``peak`` to the same rate."""
+    at, final = pick_step(toy.DEFAULTS["pick_at"], cfg.steps), cfg.lr * cfg.lr_final
+    rate = optax.join_schedules([optax.cosine_decay_schedule(cfg.lr, at, alpha=cfg.lr_final),
+                                 optax.cosine_decay_schedule(peak, cfg.steps - at, alpha=final / peak)], [at])
+    return rate, f"cosine({cfg.lr:g} -> {final:g} over {at}), then cosine({peak:g} -> {final:g})"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.toy_picks", description=__doc__.splitlines()[0])
     p.add_argument("table", type=Path, help="a table of benchmarks.toy_defaults (its cases and reference_elbo)")
     p.add_argument("--restarts", type=int, default=16)
+    p.add_argument("--restart-peak", type=float, default=None,
+                   help="the rate of a warm restart at the default pick's step (default: none, the defaults)")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    p.add_argument("--name", default="toy_picks.csv", help="the rows' file name in --out")
     args = p.parse_args(argv)
     if args.restarts < 6:
         print("error: --restarts must be at least 6 (the defaults' pick is one of the rules)", file=sys.stderr)
+        return 2
+    if args.restart_peak is not None and not 0 < args.restart_peak < float("inf"):
+        print(f"error: --restart-peak must be a positive rate, got {args.restart_peak}", file=sys.stderr)
         return 2
     todo = cases(pd.read_csv(args.table))
     flags = ["--out", "unused", "--all-priors", "--datasets", ",".join(sorted(set(todo.dataset))),
@@ -64,7 +88,11 @@ def main(argv=None) -> int:
     for case in todo.itertuples(index=False):
         cfg = specs[(case.dataset, case.noise, case.seed, case.pair)]
         split = toy.data(cfg)
-        batch = sweep._Batch([cfg], [(split.X_train, split.y_train)])
+        optimizer = None
+        if args.restart_peak is not None:
+            rate, text = warm_restart(cfg, args.restart_peak)
+            optimizer = optim.described(optax.adam(rate), f"adam(lr={text})")
+        batch = sweep._Batch([cfg], [(split.X_train, split.y_train)], optimizer)
         observed = batch.model.observed_RVs[0].name
         final = []
         for r in range(args.restarts):
@@ -87,7 +115,7 @@ def main(argv=None) -> int:
     print("nats below the reference, by pick rule:")
     print(shown.round(1).to_string())
     print("cases within 3 nats:", ", ".join(f"{k} {v}" for k, v in (shown <= 3).sum().items()))
-    path = args.out / "toy_picks.csv"
+    path = args.out / args.name
     atomic_write(path, lambda tmp: pd.DataFrame(rows).to_csv(tmp, index=False, float_format="%.6g"))
     print(f"rows: {path}")
     return 0

@@ -82,9 +82,12 @@ class _Batch:
     built on the first. ``best(i)`` is fit ``i``'s q with the highest ELBO
     over its restarts, picked as the toy experiment picks (early, or at the
     end), with its row, the restarts' ELBOs and the picked restart.
+    ``optimizer`` replaces the configs' own (``runner.make_optimizer``), for
+    benchmarks of other schedules.
     """
 
-    def __init__(self, cfgs: list[toy.ToyConfig], trains: list[tuple[np.ndarray, np.ndarray]]):
+    def __init__(self, cfgs: list[toy.ToyConfig], trains: list[tuple[np.ndarray, np.ndarray]],
+                 optimizer=None):
         import bnn_zoo
         from bnn_zoo.data.toy import Split
         from bnn_zoo.inference import families
@@ -108,7 +111,8 @@ class _Batch:
                    for j in range(len(self.dtypes))]
         self.out = run_stacked(self.model, self.density, np.stack([initial_mean(self.layout, point, s) for s in seeds]),
                                stacked, seeds, method=cfg0.method, steps=cfg0.steps,
-                               optimizer=runner.make_optimizer(cfg0, cfg0.lr, cfg0.steps), init_std=cfg0.init_std,
+                               optimizer=optimizer or runner.make_optimizer(cfg0, cfg0.lr, cfg0.steps),
+                               init_std=cfg0.init_std,
                                beta=cfg0.beta, mc_samples=cfg0.mc_samples, average=cfg0.average,
                                path_derivative=cfg0.path_derivative, estimator=cfg0.estimator, restarts=self.R,
                                pick_at=cfg0.early_pick(cfg0.steps))

@@ -204,3 +204,16 @@ def test_bnn_zoo_runs_the_sweep_and_the_report(tmp_path):
     assert set(cli.TOOLS) == {"sweep", "report", "alternatives"} and not set(cli.TOOLS) & set(cli.EXPERIMENTS)
     assert cli.main(["report", str(tmp_path)]) == 2
     assert cli.main(["sweep", "--out", str(tmp_path / "s"), "--draws", "3"]) == 2 and not (tmp_path / "s").exists()
+
+
+def test_the_picks_benchmarks_warm_restart_decays_twice():
+    """benchmarks.toy_picks --restart-peak: the defaults' rate until the pick's step, decayed to
+    the final rate there, then restarted at the peak and decayed to the same rate by the end."""
+    from benchmarks.toy_picks import warm_restart
+
+    cfg = toy.ToyConfig(steps=10_000, lr=0.05, lr_final=0.01)
+    rate, _ = warm_restart(cfg, 0.02)
+    at = 2000  # the default pick's step, 0.2 of 10,000
+    np.testing.assert_allclose([float(rate(t)) for t in (0, at - 1, at, cfg.steps)],
+                               [0.05, 5e-4, 0.02, 5e-4], rtol=1e-3)
+    assert all(float(rate(t)) >= float(rate(t + 1)) for t in range(0, cfg.steps, 97) if t + 1 != at)
