@@ -52,3 +52,17 @@ def test_a_folder_with_its_own_models_and_data_packages(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, env=command_env(), timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "results" / "moons" / "normal-inversegamma-s0" / "idata.nc").is_file()
+
+
+def test_the_command_answers_help_and_a_wrong_command_without_loading_the_engine(tmp_path):
+    # bnn_zoo's five names load PyMC, JAX and ArviZ (seconds) when first used, not on import.
+    check = ("import sys, bnn_zoo, bnn_zoo.cli as cli\n"
+             "codes = cli.main(['--help']), cli.main(['spirals'])\n"
+             "heavy = sorted(m for m in ('pymc', 'jax', 'arviz', 'pytensor') if m in sys.modules)\n"
+             "fit = bnn_zoo.fit\n"
+             "print(codes, heavy, fit.__module__, 'pymc' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, capture_output=True, text=True,
+                          env=command_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines()[-1] == "(0, 2) [] bnn_zoo.inference.advi True"
+    assert "unknown command 'spirals'" in proc.stderr

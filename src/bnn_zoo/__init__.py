@@ -13,9 +13,28 @@ Subpackages: ``bnn_zoo.models`` (priors and BNN builders), ``bnn_zoo.inference``
 (toy, regression and MNIST data) and ``bnn_zoo.experiments`` (the command lines).
 """
 
-from bnn_zoo.inference import (METHODS, CheckpointError, ConvergenceWarning, FitResult,
-                               NonFiniteLossError, fit, loo, precision, predict, sample)
+from typing import TYPE_CHECKING
 
 __all__ = ["METHODS", "CheckpointError", "ConvergenceWarning", "FitResult", "NonFiniteLossError", "fit", "loo", "precision",
            "predict", "sample"]
 __version__ = "0.2.0"
+
+if TYPE_CHECKING:
+    from bnn_zoo.inference import (METHODS, CheckpointError, ConvergenceWarning, FitResult,
+                                   NonFiniteLossError, fit, loo, precision, predict, sample)
+
+
+def __getattr__(name: str):
+    # The five names load the engine (PyMC, JAX, ArviZ: seconds) when first used, so that
+    # ``bnn-zoo --help`` and a mistyped command answer at once.
+    if name in __all__:
+        from bnn_zoo import inference
+
+        value = getattr(inference, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'bnn_zoo' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
