@@ -242,7 +242,7 @@ def nuts(model: pm.Model, *, draws: int = 1000, tune: int = 1000, chains: int = 
         with model:
             idata = pm.sample(draws=draws, tune=tune, chains=chains, target_accept=target_accept,
                               nuts_sampler="numpyro", random_seed=seed, progressbar=progressbar,
-                              nuts_sampler_kwargs={"chain_method": "sequential"},
+                              nuts={"chain_method": "sequential"},
                               idata_kwargs={"log_likelihood": False})
     finally:  # pymc.sampling.jax rewrites XLA_FLAGS (100 host devices) for every later process
         if flags is None:
