@@ -55,7 +55,7 @@ def test_a_folder_with_its_own_models_and_data_packages(tmp_path):
 
 
 def test_the_command_answers_help_and_a_wrong_command_without_loading_the_engine(tmp_path):
-    # bnn_zoo's five names load PyMC, JAX and ArviZ (seconds) when first used, not on import.
+    # bnn_zoo's public names load PyMC, JAX and ArviZ (seconds) when first used, not on import.
     check = ("import sys, bnn_zoo, bnn_zoo.cli as cli\n"
              "codes = cli.main(['--help']), cli.main(['spirals'])\n"
              "heavy = sorted(m for m in ('pymc', 'jax', 'arviz', 'pytensor') if m in sys.modules)\n"

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str):
-    # The five names load the engine (PyMC, JAX, ArviZ: seconds) when first used, so that
+    # The public names load the engine (PyMC, JAX, ArviZ: seconds) when first used, so that
     # ``bnn-zoo --help`` and a mistyped command answer at once.
     if name in __all__:
         from bnn_zoo import inference
