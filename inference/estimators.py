@@ -72,7 +72,7 @@ class PerExampleNoise(Op):
     def perform(self, node, inputs, outputs):
         raise NotImplementedError("per-example noise runs in the JAX engine only")
 
-    def infer_shape(self, fgraph, node, shapes):
+    def infer_shape(self, node, shapes):
         return [shapes[0]]
 
     def connection_pattern(self, node):

@@ -61,7 +61,7 @@ class Conv2d(Op):
         y = np.einsum("nijcab,abco->nijo", windows, w, optimize=True)
         outputs[0][0] = y.astype(node.outputs[0].dtype, copy=False)
 
-    def infer_shape(self, fgraph, node, shapes):
+    def infer_shape(self, node, shapes):
         (n, h, wd, _), (kh, kw, _, o) = shapes
         return [(n, h - kh + 1, wd - kw + 1, o)]
 
@@ -92,7 +92,7 @@ class Conv2dGradInput(Op):
         gx = np.einsum("nijoab,abco->nijc", windows, w[::-1, ::-1], optimize=True)
         outputs[0][0] = gx.astype(node.outputs[0].dtype, copy=False)
 
-    def infer_shape(self, fgraph, node, shapes):
+    def infer_shape(self, node, shapes):
         _, _, x_shape = node.inputs
         return [tuple(x_shape[i] for i in range(4))]
 
@@ -115,7 +115,7 @@ class Conv2dGradKernel(Op):
         gw = np.einsum("nijcab,nijo->abco", windows, gy, optimize=True)
         outputs[0][0] = gw.astype(node.outputs[0].dtype, copy=False)
 
-    def infer_shape(self, fgraph, node, shapes):
+    def infer_shape(self, node, shapes):
         _, _, w_shape = node.inputs
         return [tuple(w_shape[i] for i in range(4))]
 
@@ -205,7 +205,7 @@ class MaxPool2d(Op):
     def perform(self, node, inputs, outputs):
         outputs[0][0] = _pool_windows(inputs[0], self.k).max(axis=(2, 4))
 
-    def infer_shape(self, fgraph, node, shapes):
+    def infer_shape(self, node, shapes):
         n, h, w, c = shapes[0]
         return [(n, h // self.k, w // self.k, c)]
 
@@ -241,7 +241,7 @@ class MaxPool2dGrad(Op):
         )
         outputs[0][0] = gx
 
-    def infer_shape(self, fgraph, node, shapes):
+    def infer_shape(self, node, shapes):
         return [shapes[0]]
 
 

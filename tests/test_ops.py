@@ -133,3 +133,15 @@ def test_bad_inputs_raise():
         max_pool2d(pt.matrix("x"))
     with pytest.raises(ValueError, match="pool size"):
         max_pool2d(pt.tensor4("x"), 0)
+
+
+def test_the_ops_use_pytensors_current_infer_shape_signature(tmp_path):
+    # pytensor >= 3.1.1 calls infer_shape(node, shapes) and wraps, with a DeprecationWarning
+    # naming the class, an Op whose infer_shape still takes fgraph first.
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-W", "error:bnn_zoo:DeprecationWarning", "-c",
+                           "import bnn_zoo.models.ops, bnn_zoo.inference.estimators"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
