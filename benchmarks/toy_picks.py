@@ -55,12 +55,13 @@ def cases(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def warm_restart(cfg, peak: float) -> tuple[optax.Schedule, str]:
-    """The rate of ``--restart-peak``, and its description: a cosine decay from ``cfg.lr`` to
-    its final rate by the default pick's step, then another from ``peak`` to the same rate."""
+    """The rate of ``--restart-peak``, and its description: a cosine decay (:func:`optim.schedule`)
+    from ``cfg.lr`` to its final rate by the default pick's step, then another from ``peak`` to
+    the same rate (a ``ValueError`` if ``peak`` is not a rate above it)."""
     at, final = pick_step(toy.DEFAULTS["pick_at"], cfg.steps), cfg.lr * cfg.lr_final
-    rate = optax.join_schedules([optax.cosine_decay_schedule(cfg.lr, at, alpha=cfg.lr_final),
-                                 optax.cosine_decay_schedule(peak, cfg.steps - at, alpha=final / peak)], [at])
-    return rate, f"cosine({cfg.lr:g} -> {final:g} over {at}), then cosine({peak:g} -> {final:g})"
+    first, text1 = optim.schedule("cosine", cfg.lr, at, final=cfg.lr_final)
+    second, text2 = optim.schedule("cosine", peak, cfg.steps - at, final=final / peak)
+    return optax.join_schedules([first, second], [at]), f"{text1}, then {text2}"
 
 
 def main(argv=None) -> int:
@@ -75,23 +76,25 @@ def main(argv=None) -> int:
     if args.restarts < 6:
         print("error: --restarts must be at least 6 (the defaults' pick is one of the rules)", file=sys.stderr)
         return 2
-    if args.restart_peak is not None and not 0 < args.restart_peak < float("inf"):
-        print(f"error: --restart-peak must be a positive rate, got {args.restart_peak}", file=sys.stderr)
-        return 2
     todo = cases(pd.read_csv(args.table))
     flags = ["--out", "unused", "--all-priors", "--datasets", ",".join(sorted(set(todo.dataset))),
              "--noise", ",".join(map(str, sorted(set(todo.noise)))), "--seeds", str(int(todo.seed.max()) + 1),
              "--restarts", str(args.restarts), "--pick-at", "0", "--float32"]
     specs = {(c.dataset, c.noise, c.seed, f"{c.prior}-{c.hyperprior}"): c
              for c in sweep.specs(sweep.build_parser().parse_args(flags))}
+    optimizer = None  # the cases share the toy defaults' rate and steps, so one optimizer serves them all
+    if args.restart_peak is not None:
+        cfg = next(iter(specs.values()))
+        try:
+            rate, text = warm_restart(cfg, args.restart_peak)
+            optimizer = optim.described(optim.OPTIMIZERS[cfg.optimizer](rate), f"{cfg.optimizer}(lr={text})")
+        except ValueError as e:
+            print(f"error: --restart-peak {args.restart_peak}: {e}", file=sys.stderr)
+            return 2
     rows, summary = [], []
     for case in todo.itertuples(index=False):
         cfg = specs[(case.dataset, case.noise, case.seed, case.pair)]
         split = toy.data(cfg)
-        optimizer = None
-        if args.restart_peak is not None:
-            rate, text = warm_restart(cfg, args.restart_peak)
-            optimizer = optim.described(optax.adam(rate), f"adam(lr={text})")
         batch = sweep._Batch([cfg], [(split.X_train, split.y_train)], optimizer)
         observed = batch.model.observed_RVs[0].name
         final = []
