@@ -277,12 +277,12 @@ def predictions(bench: Benchmark, method: str, seed: int) -> tuple[dict, dict]:
     if method == "mc_dropout":
         s = bench.settings[method]
         net = dropout.fit(**bench.dropout_data, **s["fit"], seed=seed)
-        fit_seconds = time.perf_counter() - t0
+        fit_seconds, fit_rss = time.perf_counter() - t0, peak_rss_mb()
         out = {k: dropout.predict(net, X, draws=s["draws"], seed=seed)["predictions"] for k, X in bench.inputs().items()}
         info = {"converged": None}
     else:
         model, tree = posterior(bench, method, seed)
-        fit_seconds = time.perf_counter() - t0
+        fit_seconds, fit_rss = time.perf_counter() - t0, peak_rss_mb()
         chunk = 2000 if isinstance(bench, MNIST) else None
         out = {k: predict(model, {"X": X}, idata=tree, var_names=names, seed=seed,
                           chunk=chunk if chunk and len(X) > chunk else None)["predictions"]
@@ -296,8 +296,14 @@ def predictions(bench: Benchmark, method: str, seed: int) -> tuple[dict, dict]:
             v = np.asarray(pred[name].values)
             arrays[f"{k}/{name}"] = v.reshape(-1, *v.shape[2:]).astype("float32")
     chains = out[next(iter(out))][bench.var].sizes["chain"]
-    info.update(fit_seconds=fit_seconds, predict_seconds=time.perf_counter() - t0 - fit_seconds, chains=chains)
+    info.update(fit_seconds=fit_seconds, predict_seconds=time.perf_counter() - t0 - fit_seconds, chains=chains,
+                fit_peak_rss_mb=fit_rss)
     return arrays, info
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _nuts_checks(pred: np.ndarray) -> dict:
@@ -320,12 +326,15 @@ def run_one(spec: Spec, method: str, out: str) -> dict:
     for flag in sweep.xla_flags():
         runner.add_xla_flag(flag)
     bench = BENCHES[spec.benchmark](spec)
+    # Peak memory at three points: after the imports and the data (what every method's process
+    # holds before it starts), after the fit, and after the predictions (the same arrays for
+    # every method: they can set the peak of a small model's process).
+    before = peak_rss_mb()
     t0 = time.perf_counter()
     arrays, info = predictions(bench, method, spec.seed)
     record = {"key": f"{spec.key_prefix}-{method}", "benchmark": spec.benchmark, "case": spec.case,
               "seed": spec.seed, "quick": spec.quick, "method": method, **info,
-              "seconds": time.perf_counter() - t0,
-              "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+              "seconds": time.perf_counter() - t0, "rss_before_mb": before, "peak_rss_mb": peak_rss_mb()}
     store = sweep.Store(Path(out))
     store.open()
     ds = xr.Dataset({k.replace("/", "__"): (tuple(f"{k.replace('/', '__')}_{i}" for i in range(v.ndim)), v)
@@ -356,7 +365,8 @@ def compare(spec: Spec, bench: Benchmark, out: Path, methods: list[str], figures
     records = store.table([f"{spec.key_prefix}-{m}" for m in methods]).set_index("method")
     draws = {m: load_draws(out, f"{spec.key_prefix}-{m}") for m in methods}
     table = report.table(spec.benchmark, bench, draws)
-    table = table.join(records[[c for c in ("seconds", "fit_seconds", "predict_seconds", "peak_rss_mb",
+    table = table.join(records[[c for c in ("seconds", "fit_seconds", "predict_seconds", "rss_before_mb",
+                                            "fit_peak_rss_mb", "peak_rss_mb",
                                             "divergences", "rhat_pred_max", "rhat_pred_over_101", "converged")
                                 if c in records]])
     table.index.name = "method"
@@ -439,7 +449,8 @@ def main(argv=None, prog: str = "bnn-zoo alternatives") -> int:
                 print(f"{spec.key_prefix} {method}: done before (in {args.out})")
                 continue
             record = _run(spec, method, args.out, args.processes)
-            print(f"{spec.key_prefix} {method}: {record['seconds']:.1f} s, peak RSS {record['peak_rss_mb']:.0f} MB",
+            print(f"{spec.key_prefix} {method}: {record['seconds']:.1f} s, peak RSS {record['peak_rss_mb']:.0f} MB "
+                  f"({record['rss_before_mb']:.0f} before the fit, {record['fit_peak_rss_mb']:.0f} after it)",
                   flush=True)
         bench = BENCHES[spec.benchmark](spec)
         table = compare(spec, bench, args.out, methods, args.figures)
