@@ -302,8 +302,21 @@ def predictions(bench: Benchmark, method: str, seed: int) -> tuple[dict, dict]:
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident memory so far, in MB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """This process's own peak resident memory so far, in MB.
+
+    On Linux, ``VmHWM`` of ``/proc/self/status``. Not ``ru_maxrss``: Linux
+    carries a process's peak across fork and exec into its children, so a
+    spawned worker's ``ru_maxrss`` is at least its parent's peak.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB elsewhere
 
 
 def _nuts_checks(pred: np.ndarray) -> dict:

@@ -173,6 +173,20 @@ def test_toy_benchmark_compares_every_method_with_nuts(tmp_path, capsys):
     assert "sgld: done before" in capsys.readouterr().out
 
 
+def test_a_spawned_method_reports_its_own_peak_memory_not_its_parents():
+    """Each method runs in a spawned process for memory of its own: Linux's ru_maxrss would carry
+    this process's peak (400 MB and more here) into it; the benchmark's reading does not."""
+    import multiprocessing
+
+    big = np.ones(50_000_000)  # 400 MB, touched
+    del big
+    parent = bench.peak_rss_mb()
+    assert parent > 400
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        child = pool.apply(bench.peak_rss_mb)
+    assert 0 < child < 200
+
+
 def test_regression_benchmark_measures_the_gap(tmp_path):
     out = tmp_path / "out"
     assert bench.main(["regression", "--cases", "gap", "--quick", "--processes", "0", "--methods",
