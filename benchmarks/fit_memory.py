@@ -14,7 +14,6 @@ with the number of steps.
 from __future__ import annotations
 
 import argparse
-import resource
 import sys
 import time
 from pathlib import Path
@@ -23,11 +22,8 @@ import optax
 
 import bnn_zoo
 from bnn_zoo.data import mnist
+from bnn_zoo.experiments.alternatives import peak_rss_mb as peak_mb
 from bnn_zoo.models import mlp_classifier
-
-
-def peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
 
 
 def main(argv=None) -> int:

@@ -340,8 +340,7 @@ def run_one(spec: Spec, method: str, out: str) -> dict:
         runner.add_xla_flag(flag)
     bench = BENCHES[spec.benchmark](spec)
     # Peak memory at three points: after the imports and the data (what every method's process
-    # holds before it starts), after the fit, and after the predictions (the same arrays for
-    # every method: they can set the peak of a small model's process).
+    # holds before it starts), after the fit, and after the predictions.
     before = peak_rss_mb()
     t0 = time.perf_counter()
     arrays, info = predictions(bench, method, spec.seed)
