@@ -16,9 +16,18 @@ of the steps (about 6.5 times the defaults' steps), without rerunning it::
     bnn-zoo sweep --out sweeps/r16 $S $X && bnn-zoo sweep --out sweeps/r16 $C $X
     python -m benchmarks.toy_defaults sweeps/r16 benchmarks/results/toy_defaults.csv --name toy_restarts16.csv
 
-The defaults sweep fits as ``bnn-zoo moons`` does (float64); the reference
-runs in float32 (half the time; its ELBOs differ from float64's by
-hundredths of a nat).
+After a change that touches some pairs only (e.g. the inverse-gamma
+hyperprior's parameters), the reference of those pairs alone, with the
+earlier table's for the rest::
+
+    R="$R --priors cauchy,laplace,normal --hyperpriors inversegamma"
+    bnn-zoo sweep --out sweeps/reference-ig $M $R && bnn-zoo sweep --out sweeps/reference-ig $N $R
+    python -m benchmarks.toy_defaults sweeps/defaults benchmarks/results/toy_defaults.csv sweeps/reference-ig
+
+(``M`` and ``N``: ``S`` and ``C`` without ``--all-priors``, which takes
+every pair.) The defaults sweep fits as ``bnn-zoo moons`` does (float64);
+the reference runs in float32 (half the time; its ELBOs differ from
+float64's by hundredths of a nat).
 
 For moons at noise 0.1-0.5 and circles at 0.1-0.3, each seed's data (700
 training points, 10,000 fresh test points) and each prior pair: the default
@@ -62,17 +71,22 @@ def load(folder: Path) -> pd.DataFrame:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.toy_defaults", description=__doc__.splitlines()[0])
     p.add_argument("defaults", type=Path, help="the sweep at the toy experiment's defaults")
-    p.add_argument("reference", type=Path, help="the sweep of longer fits from other initial means, or "
-                   "a table this command wrote (its reference_elbo column)")
+    p.add_argument("reference", type=Path, nargs="+", help="the sweep of longer fits from other initial "
+                   "means, or a table this command wrote (its reference_elbo column); of several, a later "
+                   "one's fits replace an earlier one's of the same case")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     p.add_argument("--name", default="toy_defaults.csv", help="the table's file name in --out")
     args = p.parse_args(argv)
     default = load(args.defaults)
-    if args.reference.suffix == ".csv":
-        reference = pd.read_csv(args.reference)[CASE + ["reference_elbo"]]
-    else:
-        reference = load(args.reference)
-        reference["reference_elbo"] = reference["elbo_restarts"].map(lambda text: max(json.loads(text)))
+    references = []
+    for source in args.reference:
+        if source.suffix == ".csv":
+            reference = pd.read_csv(source)[CASE + ["reference_elbo"]]
+        else:
+            reference = load(source)
+            reference["reference_elbo"] = reference["elbo_restarts"].map(lambda text: max(json.loads(text)))
+        references.append(reference[CASE + ["reference_elbo"]])
+    reference = pd.concat(references).drop_duplicates(CASE, keep="last")
     table = default[CASE + ["accuracy", "bayes_accuracy", "nll", "bayes_nll", "converged",
                             "convergence_elbo_change", "convergence_elbo_change_se", "elbo_q",
                             "picked_restart"]].merge(reference[CASE + ["reference_elbo"]], on=CASE, how="left")

@@ -70,6 +70,26 @@ def test_a_dask_cluster_gives_the_in_process_results(tmp_path):
         np.testing.assert_allclose(trees[0]["posterior"]["W_0"].values, trees[1]["posterior"]["W_0"].values)
 
 
+def test_the_toy_inverse_gamma_is_its_own_and_part_of_a_records_key(monkeypatch):
+    """The toy experiments' hierarchical scales are InverseGamma(3, 4) (mode 1, docs/results.md),
+    written to metrics.json; a sweep keeps no record fitted under other parameters."""
+    import pymc as pm
+    import scipy.stats as st
+
+    from bnn_zoo.data import toy as toy_data
+
+    split = toy_data.load("moons", n_train=20, n_test=5, seed=0)
+    ig, fixed = toy.ToyConfig(dataset="moons"), toy.ToyConfig(dataset="moons", hyperprior="halfnormal")
+    model = toy.model(ig, split)
+    for value in (0.3, 1.0, 2.5):
+        np.testing.assert_allclose(pm.logp(model["scale_0"], value).eval(), st.invgamma(3.0, scale=4.0).logpdf(value))
+    assert ig.record()["hyperprior_params"] == {"alpha": 3.0, "beta": 4.0}
+    assert fixed.record()["hyperprior_params"] == {}
+    keys = (sweep.fit_key(ig), sweep.fit_key(fixed))
+    monkeypatch.setitem(toy.HYPERPRIOR_PARAMS, "inversegamma", {"alpha": 3.0, "beta": 2.0})
+    assert sweep.fit_key(ig) != keys[0] and sweep.fit_key(fixed) == keys[1]
+
+
 def test_kill_9_then_rerun_loses_and_duplicates_nothing(tmp_path):
     """SIGKILL a sweep after its first records, rerun the same command: the finished fits are
     kept as they were, the rest are fitted once, and the table equals an uninterrupted sweep's."""
