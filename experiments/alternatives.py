@@ -114,11 +114,9 @@ class Toy(Benchmark):
                                  activation="tanh")
 
     def model(self, prior):
-        from bnn_zoo.experiments.toy import HYPERPRIOR_PARAMS
-        from bnn_zoo.models import mlp_classifier
+        from bnn_zoo.experiments import toy
 
-        return mlp_classifier(self.split.X_train, self.split.y_train, hidden=(5, 5), prior=prior[0],
-                              hyperprior=prior[1], hyperprior_params=HYPERPRIOR_PARAMS.get(prior[1]))
+        return toy.model(toy.ToyConfig(prior=prior[0], hyperprior=prior[1]), self.split)
 
     def inputs(self):
         return {"test": self.split.X_test, "grid": self.grid}

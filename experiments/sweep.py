@@ -62,8 +62,9 @@ def fit_key(cfg: toy.ToyConfig, kfold: int = 0) -> str:
     (and of ``--kfold``, when given: such a record holds more)."""
     settings = {k: list(v) if isinstance(v, tuple) else v
                 for k, v in dataclasses.asdict(cfg).items() if k in KEY_FIELDS}
-    if toy.HYPERPRIOR_PARAMS.get(cfg.hyperprior):  # only there: the other pairs' keys do not depend on it
-        settings["hyperprior_params"] = toy.HYPERPRIOR_PARAMS[cfg.hyperprior]
+    params = toy.hyperprior_params(cfg.hyperprior)
+    if params:  # only there: the other pairs' keys do not depend on it
+        settings["hyperprior_params"] = params
     if kfold:
         settings["kfold"] = kfold
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]

@@ -39,6 +39,11 @@ GRID_POINTS = 100
 # the hidden layers' scales near 0.4 and the network nearly linear, 1.34 accuracy points below the
 # Bayes-optimal classifier on the mean of 10 seeds, against 0.60 with this one (docs/results.md).
 HYPERPRIOR_PARAMS = {"inversegamma": {"alpha": 3.0, "beta": 4.0}}
+
+
+def hyperprior_params(hyperprior: str) -> dict:
+    """The toy experiments' parameters of ``hyperprior`` ({}: the registry's defaults)."""
+    return HYPERPRIOR_PARAMS.get(hyperprior, {})
 # What a user gets with no flags (docs/results.md, "Defaults"): a cosine decay of the rate, and
 # 6 fits from other initial means, of which the best by ELBO at step 2,000 runs on. One fit
 # alone lands in a poor optimum (its hidden layers' scales collapsed) in a third of the cases,
@@ -65,7 +70,7 @@ class ToyConfig(runner.RunConfig):
         return f"{self.prior}-{self.hyperprior}-s{self.seed}"
 
     def record(self) -> dict:
-        return {**super().record(), "hyperprior_params": HYPERPRIOR_PARAMS.get(self.hyperprior, {})}
+        return {**super().record(), "hyperprior_params": hyperprior_params(self.hyperprior)}
 
     @property
     def group_key(self):  # the pair's runs on every data set share one process
@@ -120,7 +125,7 @@ def data(cfg: ToyConfig) -> toy.Split:
 
 def model(cfg: ToyConfig, split: toy.Split):
     return mlp_classifier(split.X_train, split.y_train, hidden=cfg.hidden, prior=cfg.prior,
-                          hyperprior=cfg.hyperprior, hyperprior_params=HYPERPRIOR_PARAMS.get(cfg.hyperprior))
+                          hyperprior=cfg.hyperprior, hyperprior_params=hyperprior_params(cfg.hyperprior))
 
 
 def evaluate(cfg: ToyConfig, split: toy.Split, fits, idata) -> runner.Evaluation:
