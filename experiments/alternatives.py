@@ -300,13 +300,25 @@ def predictions(bench: Benchmark, method: str, seed: int) -> tuple[dict, dict]:
     return arrays, info
 
 
+_peak_seen = 0.0  # MB: the largest reading so far in this process
+
+
 def peak_rss_mb() -> float:
-    """This process's own peak resident memory so far, in MB.
+    """This process's own peak resident memory so far, in MB (never less than an earlier reading).
 
     On Linux, ``VmHWM`` of ``/proc/self/status``. Not ``ru_maxrss``: Linux
     carries a process's peak across fork and exec into its children, so a
-    spawned worker's ``ru_maxrss`` is at least its parent's peak.
+    spawned worker's ``ru_maxrss`` is at least its parent's peak. ``VmHWM``
+    itself can read a few kB lower than before (the kernel updates its
+    high-water mark when memory is unmapped, not when pages are released in
+    place), so the reading is the largest seen.
     """
+    global _peak_seen
+    _peak_seen = max(_peak_seen, _read_peak_rss_mb())
+    return _peak_seen
+
+
+def _read_peak_rss_mb() -> float:
     try:
         with open("/proc/self/status") as status:
             for line in status:
