@@ -8,6 +8,10 @@ default to: random initial means (all-zero means keep hidden units
 identical), a small initial posterior std, a KL weight ``beta``, minibatches
 from named data containers, checkpoints and resume, and a stop on the first
 non-finite ELBO instead of returning garbage.
+
+:func:`prepare` builds everything :func:`fit` builds before its first step,
+for callers that drive the steps themselves (the benchmarks);
+:func:`fullrank_from` starts a full-rank fit from a mean-field one.
 """
 
 from __future__ import annotations
@@ -34,26 +38,119 @@ from bnn_zoo.inference.engine import CHUNK, Runner, compile_steps, steps_per_epo
 from bnn_zoo.inference.families import Family
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
 
+__all__ = ["KL_WEIGHTINGS", "MAX_STEPS", "ConvergenceWarning", "FitResult", "NonFiniteLossError", "Setup",
+           "fit", "fullrank_from", "initial_mean", "precision", "prepare"]
+
+#: The names :func:`fit`'s ``kl_weighting`` takes (besides a function of the step).
 KL_WEIGHTINGS = ("constant", "blundell")
-MAX_STEPS = 10**8  # the ELBO trace is kept in memory: 8 bytes a step
+#: The most steps one fit takes: the ELBO trace is kept in memory, 8 bytes a step.
+MAX_STEPS = 10**8
 
 
 class NonFiniteLossError(FloatingPointError):
-    """The ELBO became NaN or infinite during the fit."""
+    """The ELBO became NaN or infinite during a fit.
+
+    :func:`fit` raises it at the first non-finite ELBO estimate, and its
+    message names the step (``"ELBO is nan at step 1234"``). A fit with
+    ``checkpoint`` can be resumed from its last checkpoint, for example with
+    a smaller learning rate.
+
+    Parameters
+    ----------
+    *args
+        The message, as for any exception.
+    **kwargs
+        None are accepted, as for any built-in exception.
+    """
 
 
 class ConvergenceWarning(UserWarning):
-    """A fit ended with its ELBO still moving (:mod:`~bnn_zoo.inference.diagnostics`)."""
+    """A fit ended with its ELBO still moving, or below where it had been.
+
+    :func:`fit` warns with it when :attr:`FitResult.convergence` finds that
+    the fit has not converged (:mod:`~bnn_zoo.inference.diagnostics`); the
+    message says what the test found and what to try.
+
+    Parameters
+    ----------
+    *args
+        The message, as for any warning.
+    **kwargs
+        None are accepted, as for any built-in warning.
+    """
 
 
 @dataclass
 class FitResult:
     """A fitted q, the model it approximates, and how the fit went.
 
-    q is a Gaussian over the model's unconstrained values, flattened as
-    ``layout`` says; ``params`` are its parameters in PyMC's layout
-    (:mod:`~bnn_zoo.inference.families`). :attr:`mean`, :attr:`sd` and
-    :meth:`cov` read them by variable; :func:`bnn_zoo.sample` draws from q.
+    What :func:`fit` returns. q is a Gaussian over the model's
+    unconstrained values, flattened as ``layout`` says; ``params`` are its
+    parameters in PyMC's own layout (:mod:`~bnn_zoo.inference.families`).
+    :attr:`mean`, :attr:`sd` and :meth:`cov` read them by variable,
+    :meth:`to_pymc` makes a ``pymc.variational`` approximation of them,
+    :func:`bnn_zoo.sample` draws from q, and :func:`bnn_zoo.predict` makes
+    predictions on new data.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model q approximates.
+    family : Family
+        q's variational family, mean-field or full-rank
+        (:mod:`~bnn_zoo.inference.families`).
+    layout : Layout
+        Where each value variable sits in q's flat vector.
+    params : dict of str to numpy.ndarray
+        q's parameters: ``mu`` and ``rho`` (mean-field, ``sd =
+        softplus(rho)``) or ``mu`` and ``L_tril`` (full-rank). With iterate
+        averaging, their average over the averaged steps.
+    elbo : numpy.ndarray
+        The ELBO estimate of every step (with the KL weight ``beta``), at
+        full-data scale.
+    config : dict
+        The fit's settings as recorded in results (method, steps, optimizer,
+        batch size, ``beta``, seed, dtype, ...), and ``history``: the
+        optimizer of each run, by the step it began at.
+    seconds : float
+        Wall time of the whole fit in seconds, compilation included, with
+        the runs before a resume.
+    compile_seconds : float
+        Wall time of this run's compilation and first step, in seconds.
+    density : ModelFunction
+        The model compiled to JAX (:func:`~bnn_zoo.inference.jaxmodel.compile_model`),
+        which the posterior code evaluates draws with.
+    _timed : tuple of (int, float), default (0, 0.0)
+        This run's steps after the first, and their wall time in seconds,
+        for :attr:`ms_per_step`. Set by the fit.
+
+    Attributes
+    ----------
+    method : str
+        ``"advi"`` (mean-field) or ``"fullrank_advi"``.
+    mean : dict of str to numpy.ndarray
+        q's mean of each value variable.
+    sd : dict of str to numpy.ndarray
+        q's marginal standard deviation of each value variable.
+    convergence : Convergence
+        The convergence test of the ELBO trace.
+    ms_per_step : float
+        Mean wall time of this run's steps after the first, in milliseconds.
+    elbo_final : float
+        Mean ELBO estimate over the last 10% of the steps (at most 1000).
+
+    See Also
+    --------
+    fit : What makes a ``FitResult``.
+    bnn_zoo.sample : Posterior draws of q as an ArviZ DataTree.
+
+    Examples
+    --------
+    >>> result = bnn_zoo.fit(model)
+    >>> result.mean["W_0"]          # q's mean of a weight matrix
+    >>> result.sd["scale_0_log__"]  # a positive variable's value lives on the log scale
+    >>> result.convergence.converged
+    >>> approx = result.to_pymc()   # a pymc.variational.MeanField
     """
 
     model: pm.Model
@@ -62,32 +159,57 @@ class FitResult:
     params: dict[str, np.ndarray]
     elbo: np.ndarray  # per-step ELBO estimate (with the KL weight beta), full-data scale
     config: dict  # the settings, as recorded in results
-    seconds: float  # whole fit, compilation included (and earlier runs, when resumed)
+    seconds: float  # whole fit, compilation included (with the runs before a resume)
     compile_seconds: float  # compilation and the first step of this run
     density: ModelFunction = field(repr=False)
     _timed: tuple[int, float] = (0, 0.0)  # this run's steps after the first, and their seconds
 
     @property
     def method(self) -> str:
+        """The variational family's name: ``"advi"`` (mean-field) or ``"fullrank_advi"``."""
         return self.family.name
 
     @property
     def mean(self) -> dict[str, np.ndarray]:
-        """q's mean of each value variable (the unconstrained space), by name."""
+        """q's mean of each value variable, by name, in the unconstrained space.
+
+        Value variables are PyMC's: a positive variable ``s`` appears as
+        ``s_log__``, on the log scale. float64 arrays of each variable's shape.
+        """
         return self.layout.split(self.family.mean_and_factor(self.params)[0])
 
     @property
     def sd(self) -> dict[str, np.ndarray]:
-        """q's marginal standard deviation of each value variable, by name."""
+        """q's marginal standard deviation of each value variable, by name (see :attr:`mean`)."""
         return self.layout.split(np.sqrt(np.diag(self.cov())) if self.method == "fullrank_advi"
                                  else self.family.mean_and_factor(self.params)[1])
 
     def cov(self) -> np.ndarray:
-        """q's covariance over the flat vector (``layout`` names its coordinates)."""
+        """q's covariance matrix over the flat vector of unconstrained values.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(dim, dim)``, float64, diagonal for a mean-field fit. ``layout``
+            says which coordinates belong to which variable
+            (``layout.slots``: name, slice, shape, dtype).
+        """
         return families.covariance(self.family.mean_and_factor(self.params)[1])
 
     def to_pymc(self):
-        """q as a ``pymc.variational`` ``MeanField`` or ``FullRank`` with these parameters."""
+        """q as a ``pymc.variational`` approximation with these parameters.
+
+        Returns
+        -------
+        pymc.variational.approximations.MeanField or pymc.variational.approximations.FullRank
+            A new approximation of ``model`` whose parameters are q's, so that
+            PyMC's own tools (``approx.sample(1000)``, ...) work on the fit.
+
+        Raises
+        ------
+        ValueError
+            If PyMC orders the model's variables differently from ``layout``.
+        """
         approx = self.family.pymc(model=self.model)
         group = approx.groups[0]
         if [(name, group.ordering[name][1]) for name in self.layout.names] != \
@@ -99,25 +221,51 @@ class FitResult:
 
     @property
     def convergence(self) -> Convergence:
-        """The convergence test of the ELBO trace (:func:`~bnn_zoo.inference.diagnostics.convergence`)."""
+        """The convergence test of the ELBO trace (:func:`~bnn_zoo.inference.diagnostics.convergence`).
+
+        A fit started from another (``init=``) at the same ``beta`` is also
+        tested against that fit's final ELBO, which it should not end below.
+        """
         return convergence(self.elbo, start=self.config.get("init_elbo_final"))
 
     @property
     def ms_per_step(self) -> float:
-        """Mean wall time of this run's steps after the first, in milliseconds."""
+        """Mean wall time of this run's steps after the first, in milliseconds (NaN without any)."""
         steps, seconds = self._timed
         return 1e3 * seconds / steps if steps else float("nan")
 
     @property
     def elbo_final(self) -> float:
-        """Mean ELBO over the last 10% of steps (at most 1000)."""
+        """Mean ELBO estimate over the last 10% of the steps (at most 1000 steps)."""
         tail = max(1, min(1000, len(self.elbo) // 10))
         return float(np.mean(self.elbo[-tail:]))
 
 
 @contextlib.contextmanager
 def precision(float32: bool):
-    """Build a model inside this context to have it in float32 (``fit`` follows the model)."""
+    """Build a model inside this context to have it in float32 (or float64).
+
+    Sets pytensor's ``floatX`` for the block, so that the variables and data
+    containers built in it take that dtype. :func:`fit` fits a model in the
+    dtype it was built in and refuses one whose float data and variables
+    differ, so build the whole model inside the block.
+
+    Parameters
+    ----------
+    float32 : bool
+        ``True`` for float32, ``False`` for float64.
+
+    Yields
+    ------
+    None
+
+    Examples
+    --------
+    >>> from bnn_zoo.models import mlp_classifier
+    >>> with bnn_zoo.precision(float32=True):
+    ...     model = mlp_classifier(X, y, hidden=(400, 400))
+    >>> result = bnn_zoo.fit(model, batch_size=128)   # fitted in float32
+    """
     with pytensor.config.change_flags(floatX="float32" if float32 else "float64"):
         yield
 
@@ -142,11 +290,28 @@ def _fan_in(shape: tuple) -> int:
 
 
 def initial_mean(layout: Layout, point: dict, seed: int) -> np.ndarray:
-    """The model's initial point, plus N(0, 1/fan_in) noise on every weight matrix.
+    """q's initial mean: the model's initial point, plus N(0, 1/fan_in) noise on every weight matrix.
 
-    Biases and scalars start at the initial point (biases at 0, scales at the
-    hyperprior's support point). The random weights break the symmetry
-    between hidden units.
+    Every value variable of two or more axes counts as a weight matrix
+    (dense ``(in, out)``, convolution ``(kh, kw, in, out)``); its fan-in is
+    the product of all but its last axis. Biases and scalars start at the
+    initial point (biases at 0, scales at the hyperprior's initial value).
+    The random weights break the symmetry between hidden units, which
+    all-zero means would keep identical.
+
+    Parameters
+    ----------
+    layout : Layout
+        The flat vector's layout (:meth:`Layout.of <bnn_zoo.inference.jaxmodel.Layout.of>`).
+    point : dict of str to numpy.ndarray
+        The model's initial point, ``model.initial_point()``.
+    seed : int
+        Seeds the noise; :func:`fit` passes its own ``seed``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The flat float64 mean, ``(layout.dim,)``.
     """
     rng = np.random.default_rng(seed)
     mu = layout.flatten(point)
@@ -188,74 +353,89 @@ def fit(
 ) -> FitResult:
     """Fit a mean-field or full-rank Gaussian approximation to ``model``'s posterior by ADVI.
 
+    q is a Gaussian over the model's unconstrained values (the space of
+    PyMC's value variables), fitted by maximising the ELBO with
+    reparameterised gradients: PyMC's ``KLqp`` objective, compiled with the
+    model and the whole optimisation to JAX. The fit stops at the first
+    non-finite ELBO estimate, can write checkpoints and resume from them,
+    and tests its ELBO trace for convergence at the end.
+
     Parameters
     ----------
-    model : pm.Model
-        Any PyMC model with continuous free variables. It is fitted in the
-        dtype it was built in (build it inside :func:`precision` for float32).
-    method : {"advi", "fullrank_advi"}
-        Mean-field (diagonal) or full-rank Gaussian in the unconstrained space.
-    steps : int
-        Optimisation steps (the total, when resuming).
+    model : pymc.Model
+        Any PyMC model with continuous free variables of one float dtype. It
+        is fitted in the dtype it was built in (build it inside
+        :func:`precision` for float32).
+    method : {"advi", "fullrank_advi"}, default "advi"
+        Mean-field (diagonal) or full-rank Gaussian q.
+    steps : int, default 20000
+        Optimisation steps, at most :data:`MAX_STEPS` (the total, when
+        resuming).
     optimizer : optax.GradientTransformation, optional
         Any optax optimizer; learning-rate schedules are optax schedules
         (``optax.adam(optax.cosine_decay_schedule(0.01, steps))``). Default:
         Adam at a constant 0.01, with ``average``.
     batch_size : int, optional
-        Minibatch size; ``None`` uses the full data each step. The observed
+        Minibatch size; ``None`` (default) uses the full data every step.
+        Each epoch of ``N // batch_size`` steps walks a fresh random
+        permutation of the rows (the remainder is skipped). The observed
         variables must carry ``total_size`` for the likelihood to stay at
         full-data scale (the zoo's builders set it).
     minibatch : sequence of str, optional
-        The ``pm.Data`` containers cut into minibatches (rows taken
-        together); default every container of the model.
-    init_std : float
-        Initial posterior std of every unconstrained variable. PyMC's default
-        (~0.7) makes wide nets diverge.
+        The ``pm.Data`` containers cut into minibatches, rows taken together;
+        default every container of the model. They must have the same
+        number of rows. Only with ``batch_size``.
+    init_std : float, default 0.01
+        Initial posterior sd of every unconstrained variable. PyMC's default
+        (about 0.7) makes wide nets diverge (docs/user_guide/engine.md).
     init : FitResult, optional
         Start at another fit's q instead: its means and marginal sds (a
         full-rank fit started from a mean-field one begins with a diagonal
         factor). The model must have the same variables and shapes.
-    beta : float
+    beta : float, default 1.0
         KL weight: maximises ``E_q[log p(D|w)] - beta * KL(q || prior)``.
-    kl_weighting : {"constant", "blundell"} or callable
+    kl_weighting : {"constant", "blundell"} or callable, default "constant"
         How the KL part is spread over an epoch's minibatches: a function of
         the step ``t`` that scales it in the loss (not in the reported ELBO).
         ``"constant"``: equally; ``"blundell"``: Blundell et al.'s (2015)
-        ``2^(M-i) / (2^M - 1)`` (:func:`objective.blundell`; needs ``batch_size``).
-    mc_samples : int
+        ``2^(M-i) / (2^M - 1)`` (:func:`~bnn_zoo.inference.objective.blundell`;
+        needs ``batch_size``).
+    mc_samples : int, default 1
         Monte Carlo draws of q per gradient step.
-    estimator : {"weights", "local_reparam", "flipout"}
+    estimator : {"weights", "local_reparam", "flipout"}, default "weights"
         How the expected log likelihood's gradient is estimated
         (:mod:`~bnn_zoo.inference.estimators`): from the step's weight draw,
         shared by the minibatch, or with each example's own noise in the
         dense layers (local reparameterisation, Kingma et al. 2015; Flipout,
-        Wen et al. 2018). Same objective, less gradient noise, about twice
-        the dense layers' cost. Mean-field only.
+        Wen et al. 2018). Same objective and less gradient noise, at the
+        cost of a second matrix product per dense layer. Mean-field only.
     path_derivative : bool, optional
         The "sticking the landing" gradient of the entropy term (Roeder et
         al. 2017): the same expectation, zero variance where q is the
         posterior, far more where q is much narrower than it. Default: on for
         a full-rank fit from a mean-field warm start, off otherwise.
-    average : float
+    average : float, default 0.5
         Share of the final steps whose iterates are averaged into the result
         (Polyak-Ruppert): 0.5 returns q's parameters averaged over the last
         half of the steps, whose noise shrinks with the number averaged. Use
-        0 with a learning-rate schedule that decays to near zero.
-    warm_start : float
+        0 with a learning-rate schedule that decays to near zero. In [0, 1).
+    warm_start : float, default 0.3
         For ``method="fullrank_advi"``: the share of the steps spent on a
         mean-field fit first, where the full-rank fit then starts, with the
         path-derivative gradient (0: full-rank from ``init_std``). Each phase
         starts the optimizer afresh; the default one is Adam at 0.01 for the
         mean-field phase and at 0.001 for the full-rank one. Not with
-        ``checkpoint``, ``resume`` or ``init``.
-    seed : int
+        ``checkpoint``, ``resume`` or ``init``. In [0, 1).
+    seed : int, default 0
         Seeds the initial means, the Monte Carlo noise and the minibatches.
-    progressbar : bool
+    progressbar : bool, default True
         Show a progress bar with the running ELBO (mean of the last 100 steps).
-    checkpoint : path, optional
+    checkpoint : str or os.PathLike, optional
         Write the fit's state to this netCDF file every ``checkpoint_every``
-        steps and at the end, atomically.
-    resume : path, optional
+        steps and at the end, atomically (:mod:`~bnn_zoo.inference.checkpoint`).
+    checkpoint_every : int, default 500
+        Steps between checkpoints.
+    resume : str or os.PathLike, optional
         Continue from a checkpoint of this model, data and settings (any
         optimizer of the same state structure: the change is recorded in
         ``config["history"]``). With the same optimizer the fit continues
@@ -264,17 +444,53 @@ def fit(
     Returns
     -------
     FitResult
-        Its ``convergence`` tests the ELBO trace; a fit that did not converge
-        also warns (:class:`ConvergenceWarning`).
+        q's parameters, the ELBO trace, the settings and the timings. Its
+        :attr:`~FitResult.convergence` tests the ELBO trace.
 
     Raises
     ------
     ValueError
-        For bad arguments, naming the argument.
+        For bad arguments, naming the argument; for a model without
+        continuous value variables of one float dtype, or whose float data
+        has another dtype than its variables.
     NonFiniteLossError
         When the ELBO becomes NaN or infinite; the message names the step.
     CheckpointError
-        When ``resume`` is not a checkpoint of this fit.
+        When ``resume`` is missing, unreadable, not a checkpoint of this fit
+        (model, data or settings), or has more steps than ``steps``.
+
+    Warns
+    -----
+    ConvergenceWarning
+        When the fit has not converged (:attr:`FitResult.convergence`): its
+        ELBO still moves across the final window, or ended below where it
+        had been. The message says what to try.
+
+    See Also
+    --------
+    bnn_zoo.sample : Posterior draws of the fitted q, as an ArviZ DataTree.
+    bnn_zoo.predict : The posterior predictive on new data.
+    bnn_zoo.inference.batch.fit_many : Many fits of one model structure at once.
+
+    Examples
+    --------
+    >>> import bnn_zoo
+    >>> from bnn_zoo.data import toy
+    >>> from bnn_zoo.models import mlp_classifier
+    >>> data = toy.load("moons", noise=0.2, seed=0)
+    >>> model = mlp_classifier(data.X_train, data.y_train, hidden=(5, 5))
+    >>> result = bnn_zoo.fit(model, steps=10_000)
+    >>> result.mean["W_0"].shape
+    (2, 5)
+
+    Full-rank q, an optax schedule, or minibatches with Blundell et al.'s KL
+    weighting:
+
+    >>> import optax
+    >>> result = bnn_zoo.fit(model, method="fullrank_advi")
+    >>> result = bnn_zoo.fit(model, optimizer=optax.adam(optax.cosine_decay_schedule(0.05, 10_000)),
+    ...                      steps=10_000, average=0)
+    >>> result = bnn_zoo.fit(model, batch_size=100, kl_weighting="blundell")
     """
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
@@ -360,11 +576,11 @@ def fit(
 def _warm_started(model, *, steps, warm_start, path_derivative, **settings) -> FitResult:
     """A full-rank fit started from a mean-field fit of the first ``warm_start`` of the steps.
 
-    From a narrow start full-rank ADVI is slow and unstable (at the toy
-    experiment's learning rate it diverges); from the mean-field optimum,
-    with the path-derivative gradient, it reached the exact posterior of the
-    conjugate regression (docs/engine.md). Its ELBO trace is the full-rank
-    phase's; ``config`` records the mean-field phase's steps and final ELBO.
+    From a narrow start full-rank ADVI is slow and unstable; from the
+    mean-field optimum, with the path-derivative gradient, it reaches the
+    exact posterior of the conjugate regression (docs/user_guide/engine.md).
+    Its ELBO trace is the full-rank phase's; ``config`` records the
+    mean-field phase's steps and final ELBO.
     """
     n_warm = max(1, int(round(warm_start * steps)))
     if n_warm >= steps:
@@ -381,8 +597,34 @@ def _warm_started(model, *, steps, warm_start, path_derivative, **settings) -> F
 
 
 def fullrank_from(model: pm.Model, warm: FitResult, **settings) -> FitResult:
-    """A full-rank fit started at the mean-field fit ``warm`` (``settings`` as in :func:`fit`);
-    its time includes ``warm``'s, and its ``config`` records ``warm``'s steps and final ELBO."""
+    """A full-rank fit started at the mean-field fit ``warm``.
+
+    What :func:`fit` does after its mean-field warm start, for a caller
+    that already has the mean-field fit (and may use it on its own too).
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model ``warm`` was fitted to (the same variables and shapes).
+    warm : FitResult
+        The fit whose means and marginal sds the full-rank q starts from.
+    **settings
+        Further arguments of :func:`fit` (``steps``, ``optimizer``,
+        ``path_derivative``, ...), except ``method``, ``init`` and
+        ``warm_start``.
+
+    Returns
+    -------
+    FitResult
+        The full-rank fit. Its ``seconds`` include ``warm``'s, and its
+        ``config`` records ``warm``'s steps (``warm_start``) and final ELBO
+        (``warm_start_elbo_final``).
+
+    Raises
+    ------
+    ValueError, NonFiniteLossError
+        As :func:`fit`.
+    """
     full = fit(model, method="fullrank_advi", init=warm, warm_start=0, **settings)
     full.seconds += warm.seconds
     full.config = dict(full.config, warm_start=len(warm.elbo), warm_start_elbo_final=warm.elbo_final)
@@ -391,7 +633,36 @@ def fullrank_from(model: pm.Model, warm: FitResult, **settings) -> FitResult:
 
 @dataclass
 class Setup:
-    """A fit before its first step: the compiled model, q's initial state and the engine's runner."""
+    """A fit before its first step: the compiled model, q's initial state and the engine's runner.
+
+    What :func:`prepare` returns. ``setup.runner.advance(setup.state, 0, k)``
+    takes the first ``k`` steps.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model to fit.
+    family : Family
+        q's variational family.
+    layout : Layout
+        Where each value variable sits in q's flat vector.
+    density : ModelFunction
+        The model compiled to JAX.
+    optimizer : optax.GradientTransformation
+        The optimizer (the default one when none was given).
+    state : ADVIState
+        The state before the first step (:func:`bnn_zoo.inference.core.init`).
+    runner : Runner
+        Runs the compiled steps on the fit's data (:class:`~bnn_zoo.inference.engine.Runner`).
+    settings : dict
+        What defines the objective, as recorded in results; part of the fingerprint.
+    fingerprint : str
+        The fit's checkpoint fingerprint (:func:`~bnn_zoo.inference.checkpoint.fingerprint`).
+    dtype : str
+        The model's float dtype.
+    average_from : int or None
+        The step from which the iterates are averaged (``None``: no averaging).
+    """
 
     model: pm.Model
     family: Family
@@ -412,10 +683,60 @@ def prepare(model: pm.Model, *, method: str = "advi", steps: int = 10_000,
             init: FitResult | None = None, beta: float = 1.0,
             kl_weighting: str | Callable = "constant", mc_samples: int = 1, estimator: str = "weights",
             path_derivative: bool = False, average: float = 0.0, seed: int = 0) -> Setup:
-    """Everything :func:`fit` builds before its first step (arguments as in :func:`fit`).
+    """Everything :func:`fit` builds before its first step.
 
     ``setup.runner.advance(setup.state, 0, k)`` then takes ``k`` steps: what
-    ``fit`` loops over, and what the benchmarks time.
+    :func:`fit` loops over, and what the benchmarks time. Unlike :func:`fit`,
+    no warm start, checkpoints or progress bar, and the defaults of
+    ``steps``, ``path_derivative`` and ``average`` differ.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model to fit.
+    method : {"advi", "fullrank_advi"}, default "advi"
+        The variational family.
+    steps : int, default 10000
+        The steps the fit will take (for the default optimizer and the
+        averaging's start).
+    optimizer : optax.GradientTransformation, optional
+        Default: Adam at a constant 0.01.
+    batch_size : int, optional
+        Minibatch size; ``None`` for the full data.
+    minibatch : sequence of str, optional
+        The data containers cut into minibatches (default: all).
+    init_std : float, default 0.01
+        Initial posterior sd of every unconstrained variable.
+    init : FitResult, optional
+        Start at another fit's means and marginal sds.
+    beta : float, default 1.0
+        KL weight.
+    kl_weighting : {"constant", "blundell"} or callable, default "constant"
+        The KL part's weight as a function of the step.
+    mc_samples : int, default 1
+        Monte Carlo draws per step.
+    estimator : {"weights", "local_reparam", "flipout"}, default "weights"
+        The likelihood's gradient estimator.
+    path_derivative : bool, default False
+        The "sticking the landing" entropy gradient.
+    average : float, default 0.0
+        Share of the final steps whose iterates are averaged.
+    seed : int, default 0
+        Seeds the initial means, the noise and the minibatches.
+
+    Returns
+    -------
+    Setup
+        The compiled model, the initial state and the runner.
+
+    Raises
+    ------
+    ValueError
+        For bad arguments, as :func:`fit`.
+
+    See Also
+    --------
+    fit : The same arguments, in detail.
     """
     family = families.get(method)
     check_estimator(estimator, method)
@@ -453,7 +774,7 @@ def prepare(model: pm.Model, *, method: str = "advi", steps: int = 10_000,
 
 
 def check_estimator(estimator: str, method: str) -> None:
-    """A ``ValueError`` unless ``estimator`` is known and fits ``method``."""
+    """Raise a ``ValueError`` unless ``estimator`` is known and fits ``method``."""
     if estimator not in estimators.ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; valid: {', '.join(estimators.ESTIMATORS)}")
     if estimator != "weights" and method != "advi":

@@ -36,6 +36,7 @@ from bnn_zoo.inference.engine import Runner, compile_loops
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
 from bnn_zoo.inference.posterior import draws_posterior
 
+__all__ = ["ensemble", "map_point", "nuts", "sgld", "swag"]
 
 @dataclass
 class _Problem:
@@ -75,6 +76,7 @@ class _Problem:
         return initial_mean(self.density.layout, self.point, seed).astype(self.dtype)
 
     def tree(self, z: np.ndarray, attrs: dict) -> DataTree:
+        """The posterior DataTree of unconstrained draws ``z``, with ``attrs`` (``None`` ones left out)."""
         tree = draws_posterior(self.model, self.density, z)
         tree.attrs.update({k: v for k, v in attrs.items() if v is not None})
         return tree
@@ -101,10 +103,37 @@ def map_point(model: pm.Model, *, steps: int = 10_000, lr: float = 0.01, batch_s
               seed: int = 0) -> DataTree:
     """The MAP point of ``model`` in its unconstrained space, as a posterior of one draw.
 
-    Adam on ``-log p(z) / N`` from ADVI's initial mean (``seed``), the rate
-    decaying by a cosine from ``lr`` to 1% of it over ``steps``; minibatches
-    of ``batch_size`` rows (default: all). The mode of the unconstrained
-    density, which for a hierarchical scale is not the mode of the scale.
+    Adam on ``-log p(z) / N`` from ADVI's initial mean, the rate decaying by
+    a cosine from ``lr`` to 1% of it over ``steps``. The mode of the
+    unconstrained density (Jacobians included), which for a hierarchical
+    scale is not the mode of the scale.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        Any PyMC model with continuous free variables.
+    steps : int, default 10000
+        Adam steps.
+    lr : float, default 0.01
+        The initial learning rate.
+    batch_size : int, optional
+        Minibatch rows; default all.
+    seed : int, default 0
+        Seeds the initial point (:func:`~bnn_zoo.inference.advi.initial_mean`)
+        and the minibatches.
+
+    Returns
+    -------
+    xarray.DataTree
+        ``posterior`` with one chain of one draw; ``attrs``: ``method="map"``,
+        the settings and ``seconds``.
+
+    Raises
+    ------
+    ValueError
+        For ``steps`` below 1 or a negative ``seed``.
+    FloatingPointError
+        If ``log p`` becomes non-finite (lower ``lr``).
     """
     _check(steps=(steps, 1), seed=(seed, 0))
     problem, t0 = _Problem.of(model, batch_size), time.perf_counter()
@@ -115,12 +144,40 @@ def map_point(model: pm.Model, *, steps: int = 10_000, lr: float = 0.01, batch_s
 
 def ensemble(model: pm.Model, members: int = 5, *, steps: int = 10_000, lr: float = 0.01,
              batch_size: int | None = None, seed: int = 0) -> DataTree:
-    """A deep ensemble (Lakshminarayanan et al. 2017): ``members`` MAP fits (:func:`map_point`)
-    from seeds ``seed .. seed + members - 1``, as ``members`` draws of one chain.
+    """A deep ensemble (Lakshminarayanan et al. 2017): ``members`` MAP fits from other initial points.
 
-    Its predictive is the members' equal mixture. Lakshminarayanan et al.
-    also train with adversarial examples and, for regression, a predicted
-    variance; here the members are MAP fits of the zoo's model itself.
+    Member ``k`` is :func:`map_point` from seed ``seed + k``; the ensemble's
+    predictive is the members' equal mixture. Lakshminarayanan et al. also
+    train with adversarial examples and, for regression, a predicted
+    variance; here the members are MAP fits of the model itself.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        Any PyMC model with continuous free variables.
+    members : int, default 5
+        The number of MAP fits.
+    steps : int, default 10000
+        Adam steps of each.
+    lr : float, default 0.01
+        The initial learning rate.
+    batch_size : int, optional
+        Minibatch rows; default all.
+    seed : int, default 0
+        The first member's seed.
+
+    Returns
+    -------
+    xarray.DataTree
+        ``posterior`` with the members as ``members`` draws of one chain;
+        ``attrs``: ``method="ensemble"``, the settings and ``seconds``.
+
+    Raises
+    ------
+    ValueError
+        For ``members`` or ``steps`` below 1 or a negative ``seed``.
+    FloatingPointError
+        If a member's fit diverges (lower ``lr``).
     """
     _check(members=(members, 1), steps=(steps, 1), seed=(seed, 0))
     problem, t0 = _Problem.of(model, batch_size), time.perf_counter()
@@ -134,30 +191,57 @@ def sgld(model: pm.Model, *, steps: int = 20_000, lr: float = 1e-3, burn_in: int
          chains: int = 1, init_steps: int = 0, seed: int = 0) -> DataTree:
     """Stochastic-gradient Langevin dynamics (Welling and Teh 2011), or its cyclical variant.
 
+    Each step moves by ``(h / 2) grad log p(z) + sqrt(h) xi`` with ``h = lr / N``
+    and ``log p`` estimated on a minibatch at full-data scale
+    (:func:`~bnn_zoo.inference.iterates.langevin_step`).
+
     Parameters
     ----------
-    steps : int
+    model : pymc.Model
+        Any PyMC model with continuous free variables; with minibatches its
+        observed variables need ``total_size``.
+    steps : int, default 20000
         Langevin steps per chain.
-    lr : float
+    lr : float, default 0.001
         Step size in the units of SGD on the mean loss: each step moves by
         ``(lr / 2N) grad log p + sqrt(lr / N) xi``. With ``cycles``, the
         largest step of each cycle.
     burn_in : int, optional
         Steps discarded at the start (default: half of ``steps``; with
         ``cycles``, 0, since each cycle's exploration stage does that).
-    thin : int
+    thin : int, default 20
         Keep every ``thin``-th point after the burn-in.
-    cycles : int
+    cycles : int, default 0
         0: a constant step. ``M > 0``: Zhang et al.'s (2020) cyclical SGLD,
         ``M`` cosine cycles; the first ``explore`` share of each cycle takes
         SGD steps, the rest Langevin steps, whose points are kept.
+    explore : float, default 0.5
+        With ``cycles``: the share of each cycle spent exploring (SGD steps,
+        no draws kept), in [0, 1).
     batch_size : int, optional
         Minibatch rows (default: all, full-batch Langevin).
-    chains : int
-        Independent chains, from seeds ``seed ..`` (ADVI's initial means).
-    init_steps : int
-        MAP steps before Langevin dynamics starts (:func:`map_point`), to start
-        in a mode rather than at the random initial point.
+    chains : int, default 1
+        Independent chains, from seeds ``seed, seed + 1, ...`` (ADVI's
+        initial means).
+    init_steps : int, default 0
+        MAP steps before Langevin dynamics starts (:func:`map_point`, at
+        rate 0.01), to start in a mode rather than at the random initial
+        point.
+    seed : int, default 0
+        The first chain's seed (initial point, noise and minibatches).
+
+    Returns
+    -------
+    xarray.DataTree
+        ``posterior`` with ``chains`` chains of the kept points; ``attrs``:
+        ``method`` (``"sgld"`` or ``"csgld"``), the settings and ``seconds``.
+
+    Raises
+    ------
+    ValueError
+        For settings out of range, or ones that keep no draws.
+    FloatingPointError
+        If a chain diverges (lower ``lr``).
     """
     _check(steps=(steps, 1), thin=(thin, 1), cycles=(cycles, 0), chains=(chains, 1), seed=(seed, 0),
            init_steps=(init_steps, 0))
@@ -200,9 +284,47 @@ def swag(model: pm.Model, *, map_steps: int = 10_000, map_lr: float = 0.01, step
     ``steps`` of SGD at the constant rate ``lr`` (on the mean loss) with
     minibatches, collecting every ``collect_every``-th iterate (once an
     epoch in the paper); the iterates' mean, diagonal variance and last
-    ``rank`` deviations make the Gaussian, of which ``draws`` are returned.
-    Without minibatches the iterates have no noise and the Gaussian
-    collapses to a point, so use ``batch_size``.
+    ``rank`` deviations make the Gaussian, of which ``draws`` are returned
+    (:func:`~bnn_zoo.inference.iterates.swag_draws`). Without minibatches the
+    iterates have no noise and the Gaussian collapses to a point, so use
+    ``batch_size``.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        Any PyMC model with continuous free variables.
+    map_steps : int, default 10000
+        Steps of the MAP fit.
+    map_lr : float, default 0.01
+        The MAP fit's initial learning rate.
+    steps : int, default 5000
+        SGD steps after the MAP fit.
+    lr : float, default 0.01
+        SGD's constant learning rate.
+    collect_every : int, default 50
+        Collect every ``collect_every``-th iterate; ``steps // collect_every``
+        must be at least 2.
+    rank : int, default 20
+        Deviations kept for the low-rank part of the covariance, at least 2.
+    draws : int, default 100
+        Draws of the Gaussian returned.
+    batch_size : int, optional
+        Minibatch rows; default all (see above).
+    seed : int, default 0
+        Seeds the initial point, the minibatches and the draws.
+
+    Returns
+    -------
+    xarray.DataTree
+        ``posterior`` with ``draws`` draws of one chain; ``attrs``:
+        ``method="swag"``, the settings and ``seconds``.
+
+    Raises
+    ------
+    ValueError
+        For settings out of range.
+    FloatingPointError
+        If the MAP fit or SGD diverges (lower the rate).
     """
     _check(map_steps=(map_steps, 1), steps=(steps, 2), collect_every=(collect_every, 1), rank=(rank, 2),
            draws=(draws, 1), seed=(seed, 0))
@@ -232,8 +354,38 @@ def nuts(model: pm.Model, *, draws: int = 1000, tune: int = 1000, chains: int = 
     The reference for small nets. Its ``sample_stats`` (divergences, tree
     depth) are kept; ``attrs`` add ``divergences`` and ``seconds``. A BNN's
     chains find different modes (the hidden units' permutations among
-    them), so judge convergence on predictions, not on weights:
-    :func:`bnn_zoo.evaluation.metrics.rhat_of` on predicted probabilities.
+    them), so judge convergence on predictions, not on weights: the r-hat
+    of the predicted probabilities, as ``bnn-zoo alternatives`` reports it.
+    The process's ``XLA_FLAGS``, which ``pymc.sampling.jax`` rewrites, are
+    restored afterwards.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        Any PyMC model NUTS can sample.
+    draws : int, default 1000
+        Draws per chain after tuning.
+    tune : int, default 1000
+        Tuning steps per chain.
+    chains : int, default 4
+        Chains, run sequentially.
+    target_accept : float, default 0.9
+        NUTS's target acceptance rate.
+    seed : int, default 0
+        ``pm.sample``'s ``random_seed``.
+    progressbar : bool, default False
+        Show ``pm.sample``'s progress bar.
+
+    Returns
+    -------
+    xarray.DataTree
+        ``posterior`` and ``sample_stats``; ``attrs``: ``method="nuts"``,
+        the settings, ``divergences`` and ``seconds``.
+
+    Raises
+    ------
+    ValueError
+        For ``draws`` or ``chains`` below 1, or a negative ``tune`` or ``seed``.
     """
     _check(draws=(draws, 1), tune=(tune, 0), chains=(chains, 1), seed=(seed, 0))
     flags = os.environ.get("XLA_FLAGS")

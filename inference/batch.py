@@ -31,10 +31,30 @@ from bnn_zoo.inference.advi import (FitResult, _kl_weighting, _minibatch, check_
 from bnn_zoo.inference.engine import CHUNK, steps_per_epoch
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
 
+__all__ = ["PICK_WINDOW", "Stacked", "fit_many", "pick_rows", "pick_step", "posterior_mean", "run_stacked"]
 
 @dataclass
 class Stacked:
-    """The outcome of :func:`run_stacked`: row ``i`` of each array is fit ``i``'s."""
+    """The outcome of :func:`run_stacked`: row ``i`` of each array is fit ``i``'s.
+
+    Parameters
+    ----------
+    params : dict of str to numpy.ndarray
+        q's parameters, stacked (the averaged iterate when averaging).
+    elbo : numpy.ndarray
+        ``(fits, steps)`` ELBO traces.
+    seconds : float
+        Wall time of all fits together, compilation included.
+    compile_seconds : float
+        Wall time of compilation and the first chunk of steps.
+    config : dict
+        The settings the fits share, as recorded in results.
+    picked : numpy.ndarray, optional
+        With ``pick_at``: ``(fits,)``, the restart each fit kept.
+    pick_scores : numpy.ndarray, optional
+        With ``pick_at``: ``(fits, restarts)``, each restart's mean ELBO
+        estimate at the pick.
+    """
 
     params: dict[str, np.ndarray]  # q's parameters (the averaged iterate when averaging)
     elbo: np.ndarray  # (fits, steps) ELBO traces
@@ -45,22 +65,53 @@ class Stacked:
     pick_scores: np.ndarray | None = None  # with pick_at: (fits, restarts) what it was picked by
 
 
-PICK_WINDOW = 500  # an early pick compares the restarts' mean ELBO estimate over this many steps
+#: Steps over which an early pick compares the restarts' mean ELBO estimates.
+PICK_WINDOW = 500
 
 
 def pick_step(fraction: float, steps: int) -> int:
-    """The step of an early pick at ``fraction`` of ``steps``: a multiple of the engine's chunk
-    of steps, at least one chunk in and one before the end (0, at the end, when ``fraction`` is 0
-    or there is no such step)."""
+    """The step of an early pick at ``fraction`` of ``steps``.
+
+    Parameters
+    ----------
+    fraction : float
+        The share of the steps after which the best restart runs on alone
+        (the command line's ``--pick-at``); 0 for no early pick.
+    steps : int
+        The fit's steps.
+
+    Returns
+    -------
+    int
+        The nearest multiple of the engine's chunk of steps
+        (:data:`~bnn_zoo.inference.engine.CHUNK`), at least one chunk in and
+        one before the end; 0 (no early pick) when ``fraction`` is 0 or
+        there is no such step.
+    """
     if not fraction or steps < 2 * CHUNK:
         return 0
     return int(min(max(CHUNK, CHUNK * round(fraction * steps / CHUNK)), CHUNK * ((steps - 1) // CHUNK)))
 
 
 def pick_rows(trace: np.ndarray, restarts: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(picked, scores)``: per fit (``restarts`` consecutive rows of ``trace``), the restart
-    whose ELBO estimates over the last :data:`PICK_WINDOW` steps have the highest mean, and
-    those means (a restart that diverged scores minus infinity)."""
+    """The restart each fit keeps: the one with the highest mean ELBO estimate over the last steps.
+
+    Parameters
+    ----------
+    trace : numpy.ndarray
+        ``(fits * restarts, steps)`` ELBO traces, each fit's ``restarts``
+        rows consecutive.
+    restarts : int
+        Restarts per fit.
+
+    Returns
+    -------
+    picked : numpy.ndarray
+        ``(fits,)``, the index of the kept restart within each fit.
+    scores : numpy.ndarray
+        ``(fits, restarts)``, each restart's mean over the last
+        :data:`PICK_WINDOW` steps (minus infinity for one that diverged).
+    """
     scores = trace[:, -PICK_WINDOW:].mean(axis=1).reshape(-1, restarts)
     scores = np.where(np.isfinite(scores), scores, -np.inf)
     return scores.argmax(axis=1), scores
@@ -74,10 +125,9 @@ def run_stacked(model: pm.Model, density: ModelFunction, means: np.ndarray, data
                 pick_at: int = 0, estimator: str = "weights") -> Stacked:
     """Fit ``density`` (``model``'s structure) ``len(seeds)`` times at once.
 
-    ``means`` is ``(rows, dim)``, each row's initial mean; ``data`` one array
-    per data container of ``model`` with the rows on a leading axis;
-    ``seeds[i]`` seeds row ``i``'s noise (and minibatches). Other arguments
-    as in :func:`bnn_zoo.fit`.
+    The core of :func:`fit_many`, for callers (the sweep) that hold one
+    model and many data sets, and want the stacked parameters rather than a
+    :class:`~bnn_zoo.inference.advi.FitResult` per fit.
 
     With ``pick_at`` (a multiple of the engine's chunk of steps, before
     ``steps``; :func:`pick_step`), consecutive groups of ``restarts``
@@ -86,6 +136,60 @@ def run_stacked(model: pm.Model, density: ModelFunction, means: np.ndarray, data
     (:func:`pick_rows`), and only the kept ones run on. Each kept row takes
     exactly the steps it would have taken had all run on. The result then has
     one row per fit, and says which restart each kept.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        A model of the structure (its data containers, dtype and settings).
+    density : ModelFunction
+        ``model`` compiled (:func:`~bnn_zoo.inference.jaxmodel.compile_model`).
+    means : numpy.ndarray
+        ``(rows, dim)``: each row's initial mean
+        (:func:`~bnn_zoo.inference.advi.initial_mean`).
+    data : sequence of numpy.ndarray
+        One array per data container of ``model``, with the rows on a
+        leading axis.
+    seeds : sequence of int
+        ``seeds[i]`` seeds row ``i``'s noise and minibatches.
+    method : {"advi", "fullrank_advi"}, default "advi"
+        The variational family (no warm start here).
+    steps : int, default 10000
+        Optimisation steps.
+    optimizer : optax.GradientTransformation, optional
+        Default: Adam at a constant 0.01.
+    init_std : float, default 0.01
+        Initial posterior sd.
+    beta : float, default 1.0
+        KL weight.
+    mc_samples : int, default 1
+        Monte Carlo draws per step.
+    average : float, default 0.0
+        Share of the final steps whose iterates are averaged.
+    batch_size : int, optional
+        Minibatch size (every container is cut); ``None`` for the full data.
+    kl_weighting : {"constant", "blundell"} or callable, default "constant"
+        The KL part's weighting over an epoch, as in :func:`bnn_zoo.fit`.
+    path_derivative : bool, default False
+        The "sticking the landing" entropy gradient.
+    restarts : int, default 1
+        Restarts per fit: consecutive groups of this many rows; must divide
+        the number of rows.
+    pick_at : int, default 0
+        The step at which each fit keeps its best restart (0: none).
+    estimator : {"weights", "local_reparam", "flipout"}, default "weights"
+        The likelihood's gradient estimator.
+
+    Returns
+    -------
+    Stacked
+        One row per fit (per kept restart with ``pick_at``).
+
+    Raises
+    ------
+    ValueError
+        For bad arguments, as :func:`bnn_zoo.fit`, a ``restarts`` that does
+        not divide the rows, or a ``pick_at`` that is not a multiple of the
+        chunk of steps below ``steps``.
     """
     family = families.get(method)
     check_estimator(estimator, method)
@@ -139,25 +243,92 @@ def fit_many(models: Sequence[pm.Model], seeds: Sequence[int], *, method: str = 
              init_std: float = 0.01, beta: float = 1.0, mc_samples: int = 1, average: float = 0.5,
              batch_size: int | None = None, kl_weighting: str = "constant", path_derivative: bool = False,
              restarts: int = 1, pick_at: int = 0, estimator: str = "weights") -> list[FitResult]:
-    """Fit ``models[i]`` from seed ``seeds[i]``, all at once; the results in that order.
+    """Fit ``models[i]`` from seed ``seeds[i]``, all at once, in one compiled program.
 
-    The models must share their structure (the same builder and settings on
-    data of one shape; a model may appear more than once, with other seeds,
-    for restarts run to the end). Arguments as in :func:`bnn_zoo.fit`. Each
-    fit takes exactly the steps ``bnn_zoo.fit`` would take alone (same
-    initial means, noise and minibatches, to rounding). A fit whose ELBO
-    became NaN or infinite comes back with that in its trace and
-    ``config["diverged"]``; it does not stop the others.
+    The models must share their structure: the same builder and settings on
+    data of one shape (a model may appear more than once, with other seeds,
+    for restarts run to the end). They share one compiled log density, and
+    the engine runs all the fits in one ``jax.vmap``-ed program over their
+    stacked states, data and keys, so tracing, compiling and calling are
+    paid once. Each fit takes exactly the steps :func:`bnn_zoo.fit` would
+    take alone with that seed (same initial means, noise and minibatches, to
+    rounding). A fit whose ELBO becomes NaN or infinite comes back with that
+    in its trace and ``config["diverged"]``; it does not stop the others.
 
     ``restarts`` R with ``pick_at`` K: model ``i`` is fitted from seeds
-    ``seeds[i] .. seeds[i] + R - 1`` (initial means and noise, as ``bnn_zoo.fit``
-    with those seeds) for K steps; the restart with the highest mean ELBO
-    estimate over the last :data:`PICK_WINDOW` of them runs on alone
-    (:func:`run_stacked`). Its result's ``config`` has ``picked_restart`` and
-    ``pick_elbos`` (every restart's mean at the pick). A cheap way to escape a
-    bad local optimum: 6 restarts picked at step 2,000 of 10,000 found a
-    better optimum than 3 restarts run to the end, at two thirds of their
-    steps (docs/results.md).
+    ``seeds[i] .. seeds[i] + R - 1`` (initial means and noise, as
+    :func:`bnn_zoo.fit` with those seeds) for K steps; the restart with the
+    highest mean ELBO estimate over the last :data:`PICK_WINDOW` of them
+    runs on alone: a cheaper way to escape a bad local optimum than
+    restarts run to the end (docs/reproductions.md).
+
+    Parameters
+    ----------
+    models : sequence of pymc.Model
+        Models of one structure.
+    seeds : sequence of int
+        One seed per model.
+    method : {"advi", "fullrank_advi"}, default "advi"
+        The variational family (no mean-field warm start here: see
+        :func:`~bnn_zoo.inference.advi.fullrank_from`).
+    steps : int, default 20000
+        Optimisation steps of each fit.
+    optimizer : optax.GradientTransformation, optional
+        Default: Adam at a constant 0.01.
+    init_std : float, default 0.01
+        Initial posterior sd of every unconstrained variable.
+    beta : float, default 1.0
+        KL weight.
+    mc_samples : int, default 1
+        Monte Carlo draws per step.
+    average : float, default 0.5
+        Share of the final steps whose iterates are averaged, as in
+        :func:`bnn_zoo.fit`.
+    batch_size : int, optional
+        Minibatch size (every data container is cut); ``None`` for the full data.
+    kl_weighting : {"constant", "blundell"} or callable, default "constant"
+        The KL part's weighting over an epoch, as in :func:`bnn_zoo.fit`.
+    path_derivative : bool, default False
+        The "sticking the landing" entropy gradient.
+    restarts : int, default 1
+        Restarts per model, from consecutive seeds; more than 1 needs ``pick_at``.
+    pick_at : int, default 0
+        The step at which each model keeps its best restart: a multiple of
+        the engine's chunk of steps below ``steps`` (:func:`pick_step` makes
+        one from a share of the steps).
+    estimator : {"weights", "local_reparam", "flipout"}, default "weights"
+        The likelihood's gradient estimator.
+
+    Returns
+    -------
+    list of FitResult
+        One per model, in order. Each ``config`` has the fit's ``seed`` (of
+        the kept restart), ``diverged``, ``batched_with`` and, with
+        ``pick_at``, ``picked_restart`` and ``pick_elbos`` (every restart's
+        mean at the pick). ``seconds`` are the whole run's shared equally.
+
+    Raises
+    ------
+    ValueError
+        For a seed count other than the model count, models of different
+        structures, ``restarts`` without ``pick_at``, or bad settings as
+        :func:`bnn_zoo.fit`.
+
+    See Also
+    --------
+    bnn_zoo.fit : One fit, with every option.
+
+    Examples
+    --------
+    Six restarts of one model, the best after 2,000 of 10,000 steps running on:
+
+    >>> from bnn_zoo.inference.batch import fit_many
+    >>> [result] = fit_many([model], seeds=[0], steps=10_000, restarts=6, pick_at=2_000)
+
+    One model per data set, fitted together:
+
+    >>> models = [mlp_classifier(d.X_train, d.y_train) for d in datasets]
+    >>> results = fit_many(models, seeds=range(len(models)))
     """
     if len(models) != len(seeds) or not models:
         raise ValueError(f"need one seed per model, got {len(models)} models and {len(seeds)} seeds")
@@ -201,6 +372,22 @@ def posterior_mean(density: ModelFunction, z: np.ndarray, data: Sequence[np.ndar
     What :func:`~bnn_zoo.inference.posterior.evaluate_draws` would give for
     ``var``, averaged over the draws inside the compiled program, so that a
     large test set's per-draw values are never held at once.
+
+    Parameters
+    ----------
+    density : ModelFunction
+        The compiled model.
+    z : numpy.ndarray
+        ``(draws, dim)`` flat unconstrained values in ``density.layout``.
+    data : sequence of numpy.ndarray
+        One array per data container of the model.
+    var : str
+        A model variable (free or deterministic), e.g. ``"p"``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The mean of ``var`` over the draws, float64, in ``var``'s shape.
     """
     S = len(z)
     block = max(b for b in range(1, min(S, 50) + 1) if S % b == 0)

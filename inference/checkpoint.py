@@ -12,6 +12,9 @@ other settings is refused instead of continued. The optimizer may change
 between runs (a smaller learning rate after a divergence, a later decay);
 each change is recorded. The random streams need no storing: the engine
 derives each step's noise and each epoch's permutation from the seed.
+
+:func:`bnn_zoo.fit` writes and reads checkpoints (``checkpoint=``,
+``resume=``); :func:`load` reads one for inspection.
 """
 
 from __future__ import annotations
@@ -31,11 +34,28 @@ from pytensor.tensor.sharedvar import SharedVariable
 
 from bnn_zoo.inference.io import atomic_write
 
-FORMAT = "bnn-zoo-advi-checkpoint/3"  # 3: the state's leaves, the model's and data's fingerprint
+__all__ = ["FORMAT", "Checkpoint", "CheckpointError", "data_digest", "fingerprint", "load", "model_digest",
+           "save"]
+
+#: The format tag a checkpoint records and :func:`load` requires: the state's leaves, with the
+#: fingerprint of the model and its data.
+FORMAT = "bnn-zoo-advi-checkpoint/3"
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that is missing, unreadable or from a different fit."""
+    """A checkpoint that is missing, unreadable or from a different fit.
+
+    A ``ValueError``. Its message names the file and, for a checkpoint of
+    another fit, the first difference (a variable's shape, a data
+    container's values, a setting, the model's priors or architecture).
+
+    Parameters
+    ----------
+    *args
+        The message, as for any exception.
+    **kwargs
+        None are accepted, as for any built-in exception.
+    """
 
 
 def model_digest(model: pm.Model) -> str:
@@ -46,6 +66,16 @@ def model_digest(model: pm.Model) -> str:
     The data containers enter by name, shape and dtype only (see
     :func:`data_digest`); other shared variables (the lengths of the model's
     dims) by value.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model.
+
+    Returns
+    -------
+    str
+        A SHA-256 hex digest.
     """
     outputs = model.logp(sum=False)
     containers = set(model.data_vars)
@@ -74,7 +104,18 @@ def model_digest(model: pm.Model) -> str:
 
 
 def data_digest(model: pm.Model) -> list:
-    """``[name, shape, sha256 of the values]`` of each data container."""
+    """The name, shape and a hash of the values of each data container.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model.
+
+    Returns
+    -------
+    list
+        ``[name, shape, "dtype:sha256"]`` per container of ``model.data_vars``.
+    """
     out = []
     for v in model.data_vars:
         value = np.ascontiguousarray(v.get_value(borrow=True))
@@ -83,7 +124,25 @@ def data_digest(model: pm.Model) -> list:
 
 
 def fingerprint(model: pm.Model, layout, state, settings: dict) -> str:
-    """The fit's fingerprint as canonical JSON (see the module docstring)."""
+    """The fit's fingerprint as canonical JSON (see the module docstring).
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model fitted.
+    layout : Layout
+        q's layout (variables and shapes).
+    state : ADVIState
+        The fit's state (its structure, shapes and dtypes enter; not its values).
+    settings : dict
+        What defines the objective (JSON-serialisable).
+
+    Returns
+    -------
+    str
+        JSON with sorted keys: ``model``, ``variables``, ``data``, ``state``,
+        ``treedef`` and ``settings``.
+    """
     leaves, treedef = jax.tree_util.tree_flatten(state)
     return json.dumps({
         "model": model_digest(model),
@@ -97,7 +156,31 @@ def fingerprint(model: pm.Model, layout, state, settings: dict) -> str:
 
 @dataclass
 class Checkpoint:
-    """What :func:`load` read: the state's leaves and everything recorded beside them."""
+    """What :func:`load` read: the state's leaves and everything recorded beside them.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file read.
+    leaves : list of numpy.ndarray
+        The state's leaves, in ``jax.tree_util`` order.
+    elbo : numpy.ndarray
+        The ELBO trace of the steps done.
+    seconds : float
+        The fit's wall time so far.
+    fingerprint : str
+        The fingerprint of the fit that wrote it (:func:`fingerprint`).
+    history : list
+        ``[step, optimizer description]`` where each run began.
+    average_from : int, optional
+        The step from which the iterates' running mean began (``None``: no
+        averaging).
+
+    Attributes
+    ----------
+    steps_done : int
+        The steps the checkpoint holds (the ELBO trace's length).
+    """
 
     path: Path
     leaves: list[np.ndarray]
@@ -109,10 +192,29 @@ class Checkpoint:
 
     @property
     def steps_done(self) -> int:
+        """The steps the checkpoint holds (the ELBO trace's length)."""
         return len(self.elbo)
 
     def restore(self, template, fingerprint_now: str):
-        """The saved state in the structure of ``template``, after checking the fingerprints."""
+        """The saved state in the structure of ``template``, after checking the fingerprints.
+
+        Parameters
+        ----------
+        template : ADVIState
+            A state of the resuming fit (its structure and dtypes).
+        fingerprint_now : str
+            The resuming fit's fingerprint.
+
+        Returns
+        -------
+        ADVIState
+            The saved state, its leaves cast to ``template``'s dtypes.
+
+        Raises
+        ------
+        CheckpointError
+            If the fingerprints differ; the message names the first difference.
+        """
         if self.fingerprint != fingerprint_now:
             raise CheckpointError(f"checkpoint {self.path} was written by a different fit "
                                   f"({_difference(self.fingerprint, fingerprint_now)})")
@@ -123,7 +225,30 @@ class Checkpoint:
 
 def save(path, state, *, elbo: np.ndarray, seconds: float, fingerprint_: str, history: list,
          average_from: int | None = None) -> Path:
-    """Write the state's leaves and records atomically (a reader never sees half a file)."""
+    """Write the state's leaves and records atomically (a reader never sees half a file).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The netCDF file to write (replaced if it exists).
+    state : ADVIState
+        The fit's state.
+    elbo : numpy.ndarray
+        The ELBO trace so far.
+    seconds : float
+        The fit's wall time so far.
+    fingerprint_ : str
+        The fit's :func:`fingerprint`.
+    history : list
+        ``[step, optimizer description]`` where each run began.
+    average_from : int, optional
+        The step from which the iterates are averaged (``None``: no averaging).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
     leaves = [np.asarray(a) for a in jax.tree_util.tree_leaves(state)]
     data = {f"leaf_{i}": (tuple(f"leaf_{i}_{j}" for j in range(a.ndim)), a)
             for i, a in enumerate(leaves)}
@@ -136,7 +261,24 @@ def save(path, state, *, elbo: np.ndarray, seconds: float, fingerprint_: str, hi
 
 
 def load(path) -> Checkpoint:
-    """Read a checkpoint written by :func:`save` (checks it is one)."""
+    """Read a checkpoint written by :func:`save`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The netCDF file.
+
+    Returns
+    -------
+    Checkpoint
+        The state's leaves and the records.
+
+    Raises
+    ------
+    CheckpointError
+        If the file is missing, unreadable, or not a checkpoint of this
+        :data:`FORMAT`.
+    """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint to resume from at {path}")

@@ -10,10 +10,10 @@ converged when every estimate is finite and that change is either within
 :data:`Z` standard errors of zero (no trend the noise can tell from none) or
 smaller than :data:`NATS` nat or :data:`RELATIVE` of the ELBO's size,
 whichever is larger (a trend too small to matter). The window is the last
-tenth, not more: as a decaying learning rate stills the iterates, the
-ELBO estimates creep up by 1-3 nats over the last fifth of the toy fits,
-whose q is already as good as that of fits three times as long; over the
-last tenth the creep is gone. A rising ELBO says more steps
+tenth, not more: as a decaying learning rate stills the iterates, the ELBO
+estimates still creep up by a few nats over a longer final stretch of fits
+whose q no longer improves, which a longer window would read as a trend
+(docs/user_guide/engine.md). A rising ELBO says more steps
 or a larger learning rate would help; a falling one, that the fit is
 unstable.
 
@@ -25,11 +25,10 @@ than :data:`Z` x sqrt(2) standard errors of a window's mean plus
 :data:`NATS` or :data:`RELATIVE` of that level, or with :data:`BELOW_SHARE`
 of its batch means below that level less the margin (a diverging trace's
 noise is as large as its fall). A line through the final window misses
-this: a full-rank fit at too large a rate drops thousands of nats below its
-mean-field start within its first steps and then climbs slowly back, still
-hundreds short, with a flat last window; one that diverges ends with a
-trend too noisy to be told from none (the regression experiment, issue 19;
-docs/engine.md).
+this: a full-rank fit at too large a rate drops far below its mean-field
+start within its first steps and then climbs slowly back to a flat last
+window, still short of that start; one that diverges ends with a trend too
+noisy to be told from none (docs/user_guide/engine.md).
 """
 
 from __future__ import annotations
@@ -38,17 +37,61 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-BATCHES = 20  # batch means in the final window
-Z = 3.0  # standard errors a change must exceed to count
-NATS = 1.0  # ... and the change it must exceed, in nats
-RELATIVE = 1e-3  # ... or in shares of |ELBO|, whichever is larger
-WINDOW = 0.1  # the final window, as a share of the steps ...
-MIN_WINDOW = 1000  # ... but at least this many steps (all of a shorter trace)
-BELOW_SHARE = 0.95  # a window with this share of its batch means below an earlier level fell
+__all__ = ["BATCHES", "BELOW_SHARE", "MIN_WINDOW", "NATS", "RELATIVE", "WINDOW", "Z", "Convergence",
+           "convergence"]
+
+#: Batch means in the final window.
+BATCHES = 20
+#: Standard errors a change must exceed to count ...
+Z = 3.0
+#: ... and the change it must exceed, in nats ...
+NATS = 1.0
+#: ... or in shares of ``|ELBO|``, whichever is larger.
+RELATIVE = 1e-3
+#: The final window, as a share of the steps ...
+WINDOW = 0.1
+#: ... but at least this many steps (all of a shorter trace).
+MIN_WINDOW = 1000
+#: A window with this share of its batch means below an earlier level has fallen.
+BELOW_SHARE = 0.95
 
 
 @dataclass(frozen=True)
 class Convergence:
+    """The finding of :func:`convergence` on an ELBO trace.
+
+    Parameters
+    ----------
+    converged : bool
+        Every estimate is finite, the ELBO no longer moves across the final
+        window, and it did not fall.
+    finite : bool
+        Every step's ELBO estimate is finite.
+    elbo_change : float
+        The fitted line's rise over the final window, in nats (NaN for a
+        non-finite or very short trace).
+    elbo_change_se : float
+        Its standard error.
+    window : int
+        Steps in the final window.
+    elbo_mean : float
+        The mean ELBO estimate over the final window.
+    elbo_shortfall : float, default nan
+        How far the final window's mean is below the best earlier window's
+        or the start's (NaN when there is neither).
+    fell : bool, default False
+        Whether that shortfall is more than the noise allows.
+    moving : bool, default False
+        The trend test's finding: the ELBO still moves across the window.
+
+    Examples
+    --------
+    >>> c = result.convergence
+    >>> c.converged, c.elbo_change, c.elbo_change_se
+    >>> if not c.converged:
+    ...     print(c.describe(), c.hint())
+    """
+
     converged: bool
     finite: bool  # every step's ELBO estimate is finite
     elbo_change: float  # the fitted line's rise over the final window (nats)
@@ -62,9 +105,24 @@ class Convergence:
     moving: bool = False  # the trend test's finding: the ELBO still moves across the window
 
     def record(self) -> dict:
+        """The fields as a flat dict for ``metrics.json``.
+
+        Returns
+        -------
+        dict
+            ``converged``, and every other field prefixed ``convergence_``.
+        """
         return {f"convergence_{k}" if k != "converged" else k: v for k, v in asdict(self).items()}
 
     def describe(self) -> str:
+        """What the test found, in words (for a warning).
+
+        Returns
+        -------
+        str
+            E.g. ``"the ELBO is still rising: +12.3 nats over the last 1000
+            steps (se 2.1)"``.
+        """
         if not self.finite:
             return "the ELBO became non-finite"
         if self.fell and not self.moving:
@@ -75,16 +133,42 @@ class Convergence:
                 f"{self.window} steps (se {self.elbo_change_se:.2g})")
 
     def hint(self, smaller: str = "a smaller learning rate", decaying: str = "a decaying learning rate") -> str:
-        """What to try: ``smaller`` steps for an unstable fit, more or ``decaying`` ones otherwise
-        (the command line names its flags)."""
+        """What to try: ``smaller`` steps for an unstable fit, more or ``decaying`` ones otherwise.
+
+        Parameters
+        ----------
+        smaller : str, default "a smaller learning rate"
+            The advice for a fit that became non-finite, fell, or is falling
+            (the command line names its flag).
+        decaying : str, default "a decaying learning rate"
+            The alternative to more steps for a fit still rising.
+
+        Returns
+        -------
+        str
+            ``"try ..."``.
+        """
         if not self.finite or self.fell or self.elbo_change < 0:
             return f"try {smaller}"
         return f"try more steps or {decaying}"
 
 
 def convergence(elbo: np.ndarray, start: float | None = None) -> Convergence:
-    """The convergence test of an ELBO trace (see the module docstring); ``start``: the ELBO
-    of the fit this one was started from, which it should not end below."""
+    """The convergence test of an ELBO trace (see the module docstring).
+
+    Parameters
+    ----------
+    elbo : numpy.ndarray
+        The per-step ELBO estimates.
+    start : float, optional
+        The ELBO of the fit this one was started from, which it should not
+        end below (ignored when not finite).
+
+    Returns
+    -------
+    Convergence
+        The finding.
+    """
     elbo = np.asarray(elbo, dtype="float64")
     finite = bool(np.isfinite(elbo).all()) and len(elbo) > 0
     window = min(len(elbo), max(BATCHES, MIN_WINDOW, int(len(elbo) * WINDOW)))

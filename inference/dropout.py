@@ -1,11 +1,13 @@
 """MC dropout (Gal and Ghahramani 2016) on the zoo's MLP architectures, in JAX and optax.
 
 Not a PyMC model: dropout is a network with random masks, fitted as one
-point. Gal and Ghahramani read it as variational inference with a
-Bernoulli-masked q; its predictive is the average over random masks at test
-time. The loss is the zoo model's, ``-(log lik + log prior) / N`` at the
-masked weights, with the prior ``N(0, prior_sd^2)`` on every weight and bias
-(weight decay); a regressor also fits its noise sd ``sigma`` (a point).
+point. It is one of the methods ``bnn-zoo alternatives`` compares ADVI with
+(:mod:`~bnn_zoo.inference.alternatives` has the others). Gal and Ghahramani
+read it as variational inference with a Bernoulli-masked q; its predictive
+is the average over random masks at test time. The loss is the zoo
+model's, ``-(log lik + log prior) / N`` at the masked weights, with the
+prior ``N(0, prior_sd^2)`` on every weight and bias (weight decay); a
+regressor also fits its noise sd ``sigma`` (a point)::
 
     net = dropout.fit(X, y, kind="classifier", hidden=(5, 5), activation="tanh")
     pred = dropout.predict(net, X_new, draws=500)   # DataTree: predictions "p" (or "mu", "sigma")
@@ -29,12 +31,37 @@ from xarray import DataTree
 
 from bnn_zoo.inference import optim
 
+__all__ = ["ACTIVATIONS", "KINDS", "DropoutNet", "fit", "predict"]
+
+#: The hidden layers' nonlinearities, by name (as the zoo's MLP builders name them).
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu, "sigmoid": jax.nn.sigmoid}
+#: The kinds of network :func:`fit` makes.
 KINDS = ("classifier", "regressor")
 
 
 @dataclass
 class DropoutNet:
+    """A fitted dropout network: what :func:`fit` returns and :func:`predict` takes.
+
+    Parameters
+    ----------
+    params : dict of str to numpy.ndarray
+        ``W_<l>`` and ``b_<l>`` of each layer ``l``, and ``log_sigma`` (the
+        log noise sd) for a regressor.
+    kind : {"classifier", "regressor"}
+        The kind of network.
+    hidden : tuple of int
+        Units of each hidden layer.
+    activation : str
+        The hidden layers' nonlinearity (a key of :data:`ACTIVATIONS`).
+    rate : float
+        The dropout probability of every hidden unit.
+    seconds : float
+        The fit's wall time, compilation included.
+    loss : numpy.ndarray
+        The loss of every step.
+    """
+
     params: dict  # "W_l", "b_l" per layer; "log_sigma" for a regressor
     kind: str
     hidden: tuple[int, ...]
@@ -72,12 +99,55 @@ def fit(X: np.ndarray, y: np.ndarray, *, kind: str, hidden=(5, 5), activation: s
         seed: int = 0) -> DropoutNet:
     """Fit the dropout network by Adam, its rate decaying by a cosine from ``lr`` to 1% of it.
 
-    ``kind``: ``"classifier"`` (softmax over ``y.max() + 1`` classes) or
-    ``"regressor"`` (one output, Gaussian noise of fitted sd); ``rate``: the
-    dropout probability of every hidden unit; ``prior_sd``: the Gaussian
-    prior's sd on every weight and bias (the weight decay); minibatches of
-    ``batch_size`` rows (default: all). Weights start as ADVI's means
-    (N(0, 1/fan_in)), biases at 0.
+    The loss is ``-(log lik + log prior) / N`` at the masked network, with a
+    fresh mask per row and step. Weights start as ADVI's means
+    (N(0, 1/fan_in)), biases at 0, a regressor's noise sd at the sd of ``y``.
+
+    Parameters
+    ----------
+    X : numpy.ndarray
+        ``(n, d)`` inputs (cast to float32).
+    y : numpy.ndarray
+        ``(n,)`` class labels ``0..K-1`` (classifier) or targets (regressor).
+    kind : {"classifier", "regressor"}
+        ``"classifier"``: a softmax over ``y.max() + 1`` classes;
+        ``"regressor"``: one output with Gaussian noise of fitted sd.
+    hidden : sequence of int, default (5, 5)
+        Units of each hidden layer.
+    activation : {"tanh", "relu", "sigmoid"}, default "tanh"
+        The hidden layers' nonlinearity.
+    rate : float, default 0.1
+        The dropout probability of every hidden unit, in [0, 1).
+    prior_sd : float, default 1.0
+        The Gaussian prior's sd on every weight and bias (the weight decay).
+    steps : int, default 10000
+        Adam steps.
+    lr : float, default 0.01
+        The initial learning rate.
+    batch_size : int, optional
+        Minibatch rows; default all (full batch).
+    seed : int, default 0
+        Seeds the initial weights, the masks and the minibatches.
+
+    Returns
+    -------
+    DropoutNet
+        The fitted network.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``kind`` or ``activation``, or a ``rate``, ``steps``
+        or ``batch_size`` out of range.
+    FloatingPointError
+        If the loss becomes NaN or infinite (lower ``lr``).
+
+    Examples
+    --------
+    >>> from bnn_zoo.inference import dropout
+    >>> net = dropout.fit(X, y, kind="classifier", hidden=(5, 5), activation="tanh")
+    >>> pred = dropout.predict(net, X_new, draws=500)
+    >>> p = pred["predictions"]["p"].mean(("chain", "draw"))
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -133,10 +203,32 @@ def fit(X: np.ndarray, y: np.ndarray, *, kind: str, hidden=(5, 5), activation: s
 def predict(net: DropoutNet, X: np.ndarray, *, draws: int = 500, seed: int = 0, chunk: int = 10_000) -> DataTree:
     """The MC-dropout predictive at ``X``: ``draws`` forward passes, each with fresh masks.
 
-    A DataTree with group ``predictions``: ``p`` (chain, draw, obs, class)
-    for a classifier; ``mu`` (chain, draw, obs) and ``sigma`` (chain, draw)
-    for a regressor, as the zoo's PyMC models name them. ``chunk`` rows are
-    evaluated at a time.
+    Each draw's mask is shared by all rows, so a draw is one network.
+
+    Parameters
+    ----------
+    net : DropoutNet
+        A fitted network (:func:`fit`).
+    X : numpy.ndarray
+        ``(n, d)`` inputs.
+    draws : int, default 500
+        Forward passes (networks) of the predictive.
+    seed : int, default 0
+        Seeds the masks.
+    chunk : int, default 10000
+        Rows evaluated at a time.
+
+    Returns
+    -------
+    xarray.DataTree
+        Group ``predictions``: ``p`` (chain, draw, obs, class) for a
+        classifier; ``mu`` (chain, draw, obs) and ``sigma`` (chain, draw)
+        for a regressor, as the zoo's PyMC models name them.
+
+    Raises
+    ------
+    ValueError
+        If ``draws`` is not a positive integer.
     """
     if not (isinstance(draws, (int, np.integer)) and draws >= 1):
         raise ValueError(f"draws must be an integer >= 1, got {draws!r}")

@@ -1,6 +1,6 @@
 """Runs the core's ADVI steps fast, in compiled JAX.
 
-What makes it fast, each measured (docs/engine.md):
+What makes it fast, each measured (docs/user_guide/engine.md):
 
 - the data is put on the device once and passed to the compiled programs as
   arguments (so models of one structure on other data share the programs);
@@ -32,8 +32,13 @@ from bnn_zoo.inference import core, noise
 from bnn_zoo.inference.core import ADVIState
 from bnn_zoo.inference.objective import ELBO
 
-CHUNK = 100  # steps per call of the compiled loop
-LOOP_BELOW_FLOPS = 1e7  # steps cheaper than this (XLA's cost analysis) run in the compiled loop
+__all__ = ["CHUNK", "LOOP_BELOW_FLOPS", "Runner", "batch_indices", "compile_loops", "compile_steps",
+           "steps_per_epoch"]
+
+#: Steps per call of the compiled loop.
+CHUNK = 100
+#: Steps cheaper than this many flops (by XLA's cost analysis) run in the compiled loop.
+LOOP_BELOW_FLOPS = 1e7
 
 
 def cheap(lowered) -> bool:
@@ -48,7 +53,21 @@ def cheap(lowered) -> bool:
 
 
 def steps_per_epoch(n: int, batch_size: int | None) -> int:
-    """Steps in one pass over ``n`` rows: ``n // batch_size`` (the remainder is skipped), 1 without minibatches."""
+    """Steps in one pass over ``n`` rows.
+
+    Parameters
+    ----------
+    n : int
+        Rows of the data cut into minibatches.
+    batch_size : int or None
+        Minibatch size; ``None`` (or 0) without minibatches.
+
+    Returns
+    -------
+    int
+        ``n // batch_size`` (the remainder of the rows is skipped), or 1
+        without minibatches.
+    """
     return n // batch_size if batch_size else 1
 
 
@@ -57,9 +76,25 @@ def _permutation(key, epoch, n):
 
 
 def batch_indices(seed: int, n: int, batch_size: int, steps: int) -> np.ndarray:
-    """The rows the engine's minibatches take in steps ``0 .. steps - 1``: array (steps, batch_size).
+    """The rows the engine's minibatches take in steps ``0 .. steps - 1``.
 
     For benchmarks that feed other implementations the same batches.
+
+    Parameters
+    ----------
+    seed : int
+        The fit's seed.
+    n : int
+        Rows of the data cut into minibatches.
+    batch_size : int
+        Minibatch size.
+    steps : int
+        The number of steps.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(steps, batch_size)`` row indices: row ``t`` is step ``t``'s minibatch.
     """
     per_epoch = n // batch_size
     perm_key = jax.random.fold_in(jax.random.key(seed), 1)
@@ -71,7 +106,34 @@ def batch_indices(seed: int, n: int, batch_size: int, steps: int) -> np.ndarray:
 def compile_steps(objective: ELBO, optimizer: optax.GradientTransformation, *, sliced: tuple,
                   n: int, batch_size: int | None, mc_samples: int, kl_weight: Callable,
                   dtype: str, average_from: int = 0) -> dict:
-    """:func:`compile_loops` of the core's ADVI step (the trace holds the steps' ELBO estimates)."""
+    """:func:`compile_loops` of the core's ADVI step (the trace holds the steps' ELBO estimates).
+
+    Parameters
+    ----------
+    objective : ELBO
+        The objective (:class:`~bnn_zoo.inference.objective.ELBO`).
+    optimizer : optax.GradientTransformation
+        The optimizer.
+    sliced : tuple of bool
+        Per data container, whether it is cut into minibatches.
+    n : int
+        Rows of the containers cut into minibatches (0 without minibatches).
+    batch_size : int or None
+        Minibatch size; ``None`` for the full data.
+    mc_samples : int
+        Monte Carlo draws per step.
+    kl_weight : callable
+        The KL weighting, a function of the step.
+    dtype : str
+        The fit's float dtype (of the trace).
+    average_from : int, default 0
+        The step after which the iterates are averaged (with averaging).
+
+    Returns
+    -------
+    dict
+        The jitted functions of :func:`compile_loops`.
+    """
 
     def update(state, words, batch):
         state, info = core.step(state, words, batch, objective=objective, optimizer=optimizer,
@@ -84,17 +146,35 @@ def compile_steps(objective: ELBO, optimizer: optax.GradientTransformation, *, s
 def compile_loops(update: Callable, *, sliced: tuple, n: int, batch_size: int | None, dtype: str) -> dict:
     """Jitted ways to run ``update`` steps; each donates the state (the caller's handle becomes invalid).
 
-    ``update(state, words, batch) -> (state, value)`` is one step of any
-    method whose state has a ``step`` counter (ADVI's, or the point-iterate
-    methods' of :mod:`bnn_zoo.inference.iterates`), ``value`` a scalar kept
-    in the trace. ``loop(state, key, k, data) -> (state, trace[CHUNK])`` runs
-    ``k <= CHUNK`` steps inside one ``lax.fori_loop`` (NaN past ``k``), and
-    ``batched_loop`` the same for many fits at once (``jax.vmap`` over their
-    stacked states, keys and data: one compiled program for all of them);
-    ``step(state, key, perm, data) -> (state, perm, value)`` runs one, given
-    the current epoch's permutation ``perm`` (``epoch_permutation(key, t)``).
-    ``data`` holds one device array per data container, the ``sliced`` ones
-    of ``n`` rows cut into minibatches of ``batch_size``.
+    Parameters
+    ----------
+    update : callable
+        ``update(state, words, batch) -> (state, value)``: one step of any
+        method whose state has a ``step`` counter (ADVI's, or the
+        point-iterate methods' of :mod:`bnn_zoo.inference.iterates`);
+        ``value`` is a scalar kept in the trace.
+    sliced : tuple of bool
+        Per data container, whether it is cut into minibatches.
+    n : int
+        Rows of the containers cut into minibatches (0 without minibatches).
+    batch_size : int or None
+        Minibatch size; ``None`` for the full data.
+    dtype : str
+        The trace's dtype.
+
+    Returns
+    -------
+    dict
+        ``"loop"``: ``loop(state, key, k, data) -> (state, trace[CHUNK])``
+        runs ``k <= CHUNK`` steps inside one ``lax.fori_loop`` (NaN past
+        ``k``); ``"batched_loop"``: the same for many fits at once
+        (``jax.vmap`` over their stacked states, keys and data: one compiled
+        program for all of them); ``"step"``: ``step(state, key, perm, data)
+        -> (state, perm, value)`` runs one, given the current epoch's
+        permutation ``perm``; ``"epoch_permutation"``:
+        ``epoch_permutation(key, t)``, that permutation at step ``t``.
+        ``data`` holds one device array per data container, the ``sliced``
+        ones of ``n`` rows cut into minibatches of ``batch_size``.
     """
     per_epoch = steps_per_epoch(n, batch_size)
 
@@ -140,16 +220,45 @@ class Runner:
     """Advances a state (an :class:`~bnn_zoo.inference.core.ADVIState` or any with a ``step``
     counter) by compiled steps.
 
-    ``steps`` are :func:`compile_loops`' functions (shared by fits of one
-    structure and settings), ``data`` the fit's device arrays.
+    On its first call it asks XLA's cost analysis what one step costs: steps
+    under :data:`LOOP_BELOW_FLOPS` run :data:`CHUNK` at a time in the
+    compiled loop, dearer ones one per call (XLA's CPU backend runs
+    convolutions several times slower inside a loop). Both take identical
+    steps.
+
+    Parameters
+    ----------
+    steps : dict
+        :func:`compile_loops`' functions, shared by fits of one structure and
+        settings (the runner records its choice of loop in it).
+    data : tuple of jax.Array
+        The fit's data on the device, one array per data container.
+    seed : int
+        Seeds the steps' noise and the minibatches' permutations.
     """
 
     def __init__(self, steps: dict, data: tuple, seed: int):
         self.steps, self.data, self.key = steps, data, jax.random.key(seed)
 
     def advance(self, state: ADVIState, start: int, n: int) -> tuple[ADVIState, np.ndarray]:
-        """Run steps ``start .. start + n - 1`` (``start`` is ``state.step``); returns the new
-        state and their ELBO estimates."""
+        """Run steps ``start .. start + n - 1``.
+
+        Parameters
+        ----------
+        state : ADVIState
+            The state at step ``start``; donated (invalid after the call).
+        start : int
+            ``state.step``.
+        n : int
+            The number of steps.
+
+        Returns
+        -------
+        state : ADVIState
+            The state after the steps.
+        trace : numpy.ndarray
+            ``(n,)`` float64: each step's value (the ELBO estimate, for ADVI).
+        """
         steps, data = self.steps, self.data
         if "in_loop" not in steps:
             # XLA's cost analysis counts the loop's body once: the flops of one step.

@@ -47,6 +47,9 @@ from pytensor.tensor.math import Dot
 from bnn_zoo.inference import noise
 from bnn_zoo.inference.jaxmodel import Layout, _memoized, _with_data_inputs, jaxify, log_terms
 
+__all__ = ["ESTIMATORS", "Likelihood", "compile_likelihood"]
+
+#: The names ``bnn_zoo.fit``'s ``estimator`` takes.
 ESTIMATORS = ("weights", "local_reparam", "flipout")
 STREAM = 0x4C52  # the per-example noise's stream, apart from the weights' (offset 0 of the key words)
 
@@ -96,9 +99,22 @@ def _jax_per_example_noise(op, **kwargs):
 class Likelihood:
     """``fn(values, locs, scales, words, step, *data) -> log_lik``: the rewritten log likelihood.
 
-    ``values`` one array per value variable (the step's draw); ``locs`` and
-    ``scales`` q's means and sds of the variables in ``sites`` (``scales`` is
-    unused by Flipout); ``words`` and ``step`` seed the per-example noise.
+    What :func:`compile_likelihood` returns and
+    :class:`~bnn_zoo.inference.objective.ELBO` takes.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(values, locs, scales, words, step, *data) -> log_lik``, in JAX:
+        ``values`` one array per value variable (the step's draw); ``locs``
+        and ``scales`` q's means and sds of the variables in ``sites``
+        (``scales`` is unused by Flipout); ``words`` and ``step`` seed the
+        per-example noise; ``data`` one array per data container.
+    estimator : {"local_reparam", "flipout"}
+        The estimator.
+    sites : tuple of str
+        The value variables whose products were rewritten, in
+        ``model.value_vars`` order.
     """
 
     fn: Callable
@@ -139,8 +155,29 @@ def _dense_products(model: pm.Model, nodes: list) -> dict:
 def compile_likelihood(model: pm.Model, layout: Layout, estimator: str) -> Likelihood:
     """The model's log likelihood with ``estimator``'s per-example noise in its dense products.
 
-    Raises ``ValueError`` for an unknown estimator, or when the model has no
-    product ``h @ W`` to rewrite (the estimator would change nothing).
+    See the module docstring for the rewrite. A model whose graph computes
+    the same as one compiled recently gets that one's function.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model.
+    layout : Layout
+        q's layout; the rewrite does not use it.
+    estimator : {"local_reparam", "flipout"}
+        The estimator.
+
+    Returns
+    -------
+    Likelihood
+        The rewritten log likelihood.
+
+    Raises
+    ------
+    ValueError
+        For an unknown estimator (``"weights"`` included: it needs no
+        rewrite), or when the model has no product ``h @ W`` to rewrite
+        (the estimator would change nothing).
     """
     if estimator not in ESTIMATORS[1:]:
         raise ValueError(f"unknown estimator {estimator!r}; valid: {', '.join(ESTIMATORS)}")

@@ -24,14 +24,27 @@ import numpy as np
 import pymc.variational as pmvi
 import scipy.linalg
 
+__all__ = ["FAMILIES", "FULL_RANK", "MEAN_FIELD", "METHODS", "Family", "covariance", "entropy", "get",
+           "inverse_softplus", "log_q", "sample", "softplus"]
 
 @jax.custom_jvp
 def softplus(x):
-    """``log(1 + exp(x))``, about 3x cheaper than ``jax.nn.softplus`` with its gradient on CPU.
+    """``log(1 + exp(x))``, cheaper than ``jax.nn.softplus`` with its gradient on CPU.
 
     XLA's CPU ``log1p`` is slow, so ``log1p(u)`` is computed as
     ``log(1 + u) * u / ((1 + u) - 1)`` (exact to a few ulps; Goldberg 1991),
-    and the gradient ``sigmoid(x)`` reuses ``exp(-|x|)``.
+    and the gradient ``sigmoid(x)`` reuses ``exp(-|x|)``
+    (docs/user_guide/engine.md).
+
+    Parameters
+    ----------
+    x : jax.Array
+        Any float array.
+
+    Returns
+    -------
+    jax.Array
+        ``softplus(x)``, elementwise, in ``x``'s dtype.
     """
     return _softplus_and_sigmoid(x)[0]
 
@@ -50,13 +63,52 @@ def _softplus_jvp(primals, tangents):
 
 
 def inverse_softplus(y):
-    """``rho`` with ``softplus(rho) = y`` (NumPy)."""
+    """``rho`` with ``softplus(rho) = y``, in NumPy: a mean-field sd as its parameter ``rho``.
+
+    Parameters
+    ----------
+    y : array_like
+        Positive values.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``log(expm1(y))``.
+    """
     return np.log(np.expm1(y))
 
 
 @dataclass(frozen=True)
 class Family:
-    """One variational family: how its parameters make a draw, and what they mean."""
+    """One variational family: how its parameters make a draw, and what they mean.
+
+    The two families are :data:`MEAN_FIELD` and :data:`FULL_RANK`
+    (:func:`get` by name). Their parameters are a dict of arrays in PyMC's
+    own layout: ``mu`` and ``rho`` (``sd = softplus(rho)``), or ``mu`` and
+    ``L_tril`` (the Cholesky factor's lower triangle, row-major, with
+    ``softplus`` applied to its diagonal).
+
+    Parameters
+    ----------
+    name : str
+        ``"advi"`` or ``"fullrank_advi"``, as ``bnn_zoo.fit``'s ``method``.
+    pymc : type
+        The ``pymc.variational`` approximation with the same parameters
+        (``MeanField`` or ``FullRank``).
+    init : callable
+        ``init(mean, sd) -> params``: the parameters of a Gaussian with
+        this mean vector and these sds (a scalar or one per coordinate), in
+        NumPy.
+    draw : callable
+        ``draw(params, eps) -> (z, log_det)``: the reparameterised draw
+        ``z = mu + L eps`` of one standard-normal row ``eps`` and
+        ``log |det L|``, in JAX.
+    log_density : callable
+        ``log_density(params, z) -> log q(z)``, in JAX.
+    factor : callable
+        ``factor(params) -> (mu, factor)``: the mean and the sd vector
+        (mean-field) or the Cholesky factor ``L`` (full-rank), in NumPy.
+    """
 
     name: str
     pymc: type  # the pymc.variational approximation with the same parameters
@@ -66,7 +118,21 @@ class Family:
     factor: Callable[[dict], tuple[np.ndarray, np.ndarray]]  # params -> (mu, sd vector or L)
 
     def mean_and_factor(self, params: dict) -> tuple[np.ndarray, np.ndarray]:
-        """``(mu, factor)`` in float64: ``factor`` is the sd vector (mean-field) or L (full-rank)."""
+        """q's mean and factor in float64 NumPy.
+
+        Parameters
+        ----------
+        params : dict of str to array_like
+            The family's parameters.
+
+        Returns
+        -------
+        mu : numpy.ndarray
+            The mean, ``(dim,)``.
+        factor : numpy.ndarray
+            The sd vector ``(dim,)`` (mean-field) or the lower-triangular
+            Cholesky factor ``L``, ``(dim, dim)`` (full-rank).
+        """
         return self.factor({k: np.asarray(v, dtype="float64") for k, v in params.items()})
 
 
@@ -121,28 +187,62 @@ def _full_rank_factor(params):
     return mu, L
 
 
+#: Mean-field q (``"advi"``): ``mu`` and ``rho``, with ``sd = softplus(rho)``.
 MEAN_FIELD = Family(
     name="advi", pymc=pmvi.MeanField,
     init=lambda mu, sd: {"mu": mu, "rho": np.broadcast_to(inverse_softplus(sd), mu.shape).astype(mu.dtype)},
     draw=_mean_field_draw, log_density=_mean_field_log_density,
     factor=lambda params: (params["mu"], np.logaddexp(0.0, params["rho"])),
 )
+#: Full-rank q (``"fullrank_advi"``): ``mu`` and ``L_tril``, the Cholesky factor packed row-major.
 FULL_RANK = Family(name="fullrank_advi", pymc=pmvi.FullRank, init=_full_rank_init,
                    draw=_full_rank_draw, log_density=_full_rank_log_density,
                    factor=_full_rank_factor)
+#: The families by name.
 FAMILIES = {f.name: f for f in (MEAN_FIELD, FULL_RANK)}
+#: The names ``bnn_zoo.fit``'s ``method`` takes: ``("advi", "fullrank_advi")``.
 METHODS = tuple(FAMILIES)
 
 
 def get(method: str) -> Family:
-    """The family of ``method`` (``"advi"`` or ``"fullrank_advi"``)."""
+    """The variational family of a method name.
+
+    Parameters
+    ----------
+    method : {"advi", "fullrank_advi"}
+        The name, as ``bnn_zoo.fit``'s ``method``.
+
+    Returns
+    -------
+    Family
+        :data:`MEAN_FIELD` or :data:`FULL_RANK`.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name.
+    """
     if method not in FAMILIES:
         raise ValueError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
     return FAMILIES[method]
 
 
 def entropy(log_det, dim: int):
-    """Entropy of a ``dim``-dimensional Gaussian whose factor has ``log |det L| = log_det``."""
+    """Entropy of a ``dim``-dimensional Gaussian whose factor has ``log |det L| = log_det``.
+
+    Parameters
+    ----------
+    log_det : float or jax.Array
+        ``log |det L|``, the sum of the log sds (mean-field) or of the log
+        diagonal of the Cholesky factor (full-rank).
+    dim : int
+        The dimension.
+
+    Returns
+    -------
+    float or jax.Array
+        ``log_det + dim / 2 * (1 + log(2 pi))``.
+    """
     return log_det + 0.5 * dim * (1.0 + np.log(2 * np.pi))
 
 
@@ -150,14 +250,49 @@ def entropy(log_det, dim: int):
 
 
 def sample(mu: np.ndarray, factor: np.ndarray, n: int, rng: np.random.Generator):
-    """``n`` draws ``z`` of q (rows) and their ``log q``."""
+    """``n`` draws of q, and their ``log q``, in NumPy.
+
+    Parameters
+    ----------
+    mu : numpy.ndarray
+        q's mean, ``(dim,)``.
+    factor : numpy.ndarray
+        The sd vector ``(dim,)`` or the Cholesky factor ``(dim, dim)``
+        (:meth:`Family.mean_and_factor`).
+    n : int
+        The number of draws.
+    rng : numpy.random.Generator
+        The source of the standard-normal noise.
+
+    Returns
+    -------
+    z : numpy.ndarray
+        ``(n, dim)``, one draw per row.
+    log_q : numpy.ndarray
+        ``(n,)``, q's log density at each draw.
+    """
     eps = rng.standard_normal((n, mu.size))
     z = mu + eps * factor if factor.ndim == 1 else mu + eps @ factor.T
     return z, _log_q_of_eps(eps, factor)
 
 
 def log_q(mu: np.ndarray, factor: np.ndarray, z: np.ndarray) -> np.ndarray:
-    """``log q(z)`` of the rows of ``z``."""
+    """q's log density at each row of ``z``, in NumPy.
+
+    Parameters
+    ----------
+    mu : numpy.ndarray
+        q's mean, ``(dim,)``.
+    factor : numpy.ndarray
+        The sd vector ``(dim,)`` or the Cholesky factor ``(dim, dim)``.
+    z : numpy.ndarray
+        ``(n, dim)`` points.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n,)``, ``log q(z)`` of each row.
+    """
     if factor.ndim == 1:
         eps = (z - mu) / factor
     else:
@@ -172,5 +307,16 @@ def _log_q_of_eps(eps: np.ndarray, factor: np.ndarray) -> np.ndarray:
 
 
 def covariance(factor: np.ndarray) -> np.ndarray:
-    """q's covariance matrix from its factor."""
+    """q's covariance matrix from its factor.
+
+    Parameters
+    ----------
+    factor : numpy.ndarray
+        The sd vector ``(dim,)`` or the Cholesky factor ``L``, ``(dim, dim)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(dim, dim)``: ``diag(sd**2)`` or ``L @ L.T``.
+    """
     return np.diag(factor**2) if factor.ndim == 1 else factor @ factor.T

@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+__all__ = ["atomic_dir", "atomic_write", "write_json", "write_text"]
 
 def _umask() -> int:
     mask = os.umask(0)
@@ -21,7 +22,25 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
     """Call ``write(tmp_path)`` on a temporary file beside ``path``, then rename it.
 
     The temporary file keeps ``path``'s suffix (some writers pick a format by
-    it) and is removed if ``write`` fails.
+    it) and is removed if ``write`` fails. The file gets the permissions a
+    plain new file would (the umask's), not the temporary file's 0600.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to write; its folder is created if missing.
+    write : callable
+        ``write(tmp_path)`` writes the content to the path given (a str).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    Exception
+        Whatever ``write`` raises; ``path`` is then untouched.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -38,7 +57,20 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
 
 
 def write_json(path, obj) -> Path:
-    """Write ``obj`` as indented JSON, atomically."""
+    """Write ``obj`` as indented JSON with sorted keys, atomically.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to write.
+    obj : object
+        Anything ``json.dump`` takes.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
     def write(tmp):
         with open(tmp, "w") as f:
             json.dump(obj, f, indent=2, sort_keys=True)
@@ -48,7 +80,20 @@ def write_json(path, obj) -> Path:
 
 
 def write_text(path, text: str) -> Path:
-    """Write ``text``, atomically."""
+    """Write ``text``, atomically.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to write.
+    text : str
+        The content.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
     return atomic_write(path, lambda tmp: Path(tmp).write_text(text))
 
 
@@ -57,6 +102,21 @@ def atomic_dir(path: str | os.PathLike):
     """Yield a temporary folder beside ``path``; on success it replaces ``path`` whole.
 
     On an exception the temporary folder is removed and ``path`` is untouched.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The folder to write; its parent is created if missing.
+
+    Yields
+    ------
+    pathlib.Path
+        The temporary folder to fill.
+
+    Examples
+    --------
+    >>> with atomic_dir("results/moons/run") as tmp:
+    ...     write_json(tmp / "metrics.json", metrics)
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,8 @@
 """Fixes to pytensor's JAX backend, applied on import.
 
+Importing :mod:`bnn_zoo.inference.jaxmodel` imports this module, so every
+model the engine compiles has them; there is nothing to call.
+
 pytensor 3.3's JAX implementation of reductions (``Sum``, ``Prod``, ...)
 returns the *accumulator* dtype: a float32 ``Sum{acc=float64}`` hands back
 float64. Under ``jax_enable_x64`` (which pytensor turns on) the float64 then
@@ -9,12 +12,12 @@ is cast to the dtype the graph declares.
 
 pytensor's JAX ``Softplus`` (what ``log1p(exp(x))`` is rewritten to) picks
 one of four formulas with nested ``jnp.where``; JAX differentiates every
-branch, and beyond about |x| = 710 (float64; 89 in float32) an unused
+branch, and beyond about ``abs(x) = 710`` (float64; 89 in float32) an unused
 branch overflows (``x + exp(-x)`` far below zero, ``exp(x)`` far above), so
 its zero cotangent times an infinite derivative makes the gradient NaN
-where the answer is 0 or 1. Here it is
-``jax.nn.softplus``, whose gradient is the sigmoid everywhere (the engine
-differentiates the jaxified graph with JAX, not with pytensor's ``grad``).
+where the answer is 0 or 1. Here it is ``jax.nn.softplus``, whose gradient
+is the sigmoid everywhere (the engine differentiates the jaxified graph with
+JAX, not with pytensor's ``grad``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import jax
 from pytensor.link.jax.dispatch import jax_funcify
 from pytensor.scalar import Softplus
 from pytensor.tensor.elemwise import CAReduce
+
+__all__ = []
 
 _careduce_acc_dtype = jax_funcify.dispatch(CAReduce)
 

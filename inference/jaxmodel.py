@@ -36,19 +36,48 @@ from pytensor.tensor.random.type import RandomGeneratorType
 
 from bnn_zoo.inference import jax_fixes  # noqa: F401  (float32 stays float32)
 
+__all__ = ["Layout", "ModelFunction", "Predictive", "compile_model", "compile_predictive", "jaxify"]
+
 
 @dataclass(frozen=True)
 class Layout:
     """Where each value variable sits in q's flat vector: ``(name, slice, shape, dtype)`` each.
 
-    Value variables in ``model.value_vars`` order, as in PyMC's approximations.
+    Value variables in ``model.value_vars`` order, as in PyMC's
+    approximations. Make one with :meth:`of`.
+
+    Parameters
+    ----------
+    slots : tuple
+        ``(name, slice, shape, dtype)`` of each value variable, in order.
+
+    Attributes
+    ----------
+    dim : int
+        The flat vector's length.
+    names : tuple of str
+        The value variables' names, in order.
     """
 
     slots: tuple
 
     @classmethod
     def of(cls, model: pm.Model, point: dict) -> "Layout":
-        """From the model's value variables and a point of them (e.g. ``model.initial_point()``)."""
+        """The layout of a model's value variables.
+
+        Parameters
+        ----------
+        model : pymc.Model
+            The model.
+        point : dict of str to numpy.ndarray
+            A value of each value variable, which gives its shape (e.g.
+            ``model.initial_point()``).
+
+        Returns
+        -------
+        Layout
+            In ``model.value_vars`` order.
+        """
         slots, start = [], 0
         for v in model.value_vars:
             shape = tuple(np.shape(point[v.name]))
@@ -59,23 +88,62 @@ class Layout:
 
     @property
     def dim(self) -> int:
+        """The flat vector's length."""
         return self.slots[-1][1].stop if self.slots else 0
 
     @property
     def names(self) -> tuple[str, ...]:
+        """The value variables' names, in order."""
         return tuple(name for name, _, _, _ in self.slots)
 
     def flatten(self, point: dict) -> np.ndarray:
-        """A point (value variable name -> array) as one flat float64 vector."""
+        """A point as one flat float64 vector.
+
+        Parameters
+        ----------
+        point : dict of str to array_like
+            An array per value variable name.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(dim,)``, float64.
+        """
         return np.concatenate([np.asarray(point[name], dtype="float64").ravel()
                                for name, _, _, _ in self.slots])
 
     def split(self, z: np.ndarray) -> dict[str, np.ndarray]:
-        """The last axis of ``z`` (..., dim) as one array per value variable (NumPy)."""
+        """The last axis of ``z`` as one array per value variable, in NumPy.
+
+        Parameters
+        ----------
+        z : numpy.ndarray
+            ``(..., dim)``.
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+            Each variable's ``(..., *shape)`` array, by name.
+        """
         return {name: z[..., slc].reshape(z.shape[:-1] + shape) for name, slc, shape, _ in self.slots}
 
     def unflatten(self, z) -> list:
-        """The flat vector ``z`` as one array per value variable (JAX; see :func:`_split`)."""
+        """The flat vector ``z`` as one array per value variable, in JAX.
+
+        Its gradient concatenates the pieces' gradients as plain copies, each
+        made by its own loop, which keeps XLA from fusing them into one slow
+        loop.
+
+        Parameters
+        ----------
+        z : jax.Array
+            ``(dim,)``.
+
+        Returns
+        -------
+        list of jax.Array
+            Each variable's array in its shape and dtype, in order.
+        """
         cuts = tuple(slc.stop for _, slc, _, _ in self.slots[:-1])
         return [part.reshape(shape).astype(dtype)
                 for part, (_, _, shape, dtype) in zip(_split(cuts, z), self.slots)]
@@ -112,6 +180,7 @@ _split.defvjp(_split_fwd, _split_bwd)
 class ModelFunction:
     """A model's log densities and variables as one JAX function of its unconstrained values.
 
+    Made by :func:`compile_model`.
     ``fn(values, *data) -> [log_prior, log_lik, *pointwise, *variables]``:
     ``values`` is a list of arrays, one per value variable in ``layout``
     order (``log_prior`` includes the Jacobians); ``data`` one array per
@@ -127,6 +196,19 @@ class ModelFunction:
     Models of the same structure share one instance (:func:`compile_model`),
     and with it ``jitted``, the jitted functions built on it (the fit's
     runners, the posterior's evaluators), so JAX traces them once.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(values, *data) -> list of jax.Array``, as above.
+    layout : Layout
+        The value variables' layout.
+    names : tuple of str
+        The free variables and deterministics among ``fn``'s outputs, in order.
+    observed : tuple of str
+        The observed variables whose pointwise log densities ``fn`` returns.
+    jitted : dict, optional
+        The jitted functions built on this one, by key; empty when made.
     """
 
     fn: Callable
@@ -136,15 +218,44 @@ class ModelFunction:
     jitted: dict = field(default_factory=dict, repr=False)
 
     def log_density(self, values, *data):
-        """``(log_prior, log_lik)``."""
+        """The log prior (Jacobians included) and the log likelihood at full-data scale.
+
+        Parameters
+        ----------
+        values : list of jax.Array
+            One array per value variable, in ``layout`` order.
+        *data : jax.Array
+            One array per data container.
+
+        Returns
+        -------
+        log_prior : jax.Array
+            The free variables' terms, Jacobians included.
+        log_lik : jax.Array
+            The observed variables' and potentials' terms.
+        """
         out = self.fn(values, *data)
         return out[0], out[1]
 
     def select(self, outputs: tuple[str, ...]) -> Callable:
-        """``f(values, *data) -> list``: the named ``outputs``.
+        """A function of the values and data that returns the named ``outputs``.
 
-        Names are model variables, ``"logp"`` (the joint log density) or
-        ``"loglik:<observed>"`` (an observed variable's pointwise log density).
+        Parameters
+        ----------
+        outputs : tuple of str
+            Model variables (free, deterministic), ``"logp"`` (the joint log
+            density) or ``"loglik:<observed>"`` (an observed variable's
+            pointwise log density).
+
+        Returns
+        -------
+        callable
+            ``f(values, *data) -> list``, one array per output.
+
+        Raises
+        ------
+        ValueError
+            For a name the model does not have.
         """
         index = {f"loglik:{name}": 2 + i for i, name in enumerate(self.observed)}
         index.update({name: 2 + len(self.observed) + i for i, name in enumerate(self.names)})
@@ -167,6 +278,18 @@ def jaxify(inputs: list, outputs: list) -> Callable:
     does): the parameter checks of every log density go. They cannot fail
     here, since q lives in the unconstrained space where every value is in
     its variable's support.
+
+    Parameters
+    ----------
+    inputs : list of pytensor.tensor.TensorVariable
+        The graph's inputs, in the function's argument order.
+    outputs : list of pytensor.tensor.TensorVariable
+        The graph's outputs.
+
+    Returns
+    -------
+    callable
+        ``f(*inputs) -> list`` of JAX arrays, one per output.
     """
     fgraph = FunctionGraph(inputs=inputs, outputs=outputs, clone=True)
     JAX.including("local_remove_check_parameter").optimizer.rewrite(fgraph)
@@ -229,6 +352,18 @@ def compile_model(model: pm.Model, layout: Layout) -> ModelFunction:
     graph computes the same thing as one compiled recently (the same builder
     with the same settings, on other data of any size) gets that one's
     instance, without a second rewrite or trace.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        Any PyMC model with continuous free variables.
+    layout : Layout
+        Its value variables' layout (:meth:`Layout.of`).
+
+    Returns
+    -------
+    ModelFunction
+        The compiled model, shared with models of the same structure.
     """
     log_prior, log_lik, pointwise = log_terms(model)
     named = [*model.free_RVs, *model.deterministics]
@@ -258,6 +393,19 @@ class Predictive:
     one per container of ``model.data_vars``; ``keys`` one raw JAX key per
     observed variable asked for, which is drawn afresh from its distribution
     (a posterior predictive draw). ``names`` are the outputs.
+
+    Made by :func:`compile_predictive`.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(free, data, keys) -> list of jax.Array``, as above.
+    names : tuple of str
+        The outputs, in order.
+    n_random : int
+        The observed variables among them (keys needed).
+    jitted : dict, optional
+        The jitted functions built on this one, by key; empty when made.
     """
 
     fn: Callable
@@ -273,6 +421,25 @@ def compile_predictive(model: pm.Model, var_names: tuple[str, ...]) -> Predictiv
     variables and the data, with its size left to its parameters where they
     vary along all its axes, so that new inputs of any length give as many
     draws (a size set by the model's dims would keep the training length).
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model.
+    var_names : tuple of str
+        The variables to compute.
+
+    Returns
+    -------
+    Predictive
+        Shared with models of the same structure asking for the same names.
+
+    Raises
+    ------
+    ValueError
+        For a name the model does not have.
+    NotImplementedError
+        For an observed variable that is not a plain random variable.
     """
     observed = {v.name: v for v in model.observed_RVs}
     known = {v.name for v in (*model.free_RVs, *model.deterministics)} | set(observed)

@@ -2,11 +2,10 @@
 
 ``jax.random.normal`` uses the same generator (Threefry-2x32, 20 rounds;
 Salmon et al. 2011), but on CPU JAX lowers it as a rolled loop that XLA does
-not vectorise: for the 478,410 weights of the MLP 784-400-400-10 it takes
-about twice as long as a whole deterministic training step of that MLP (on
-this project's 2-core machine). Here
-the 20 rounds are written out as plain ``jnp`` integer ops, which XLA fuses
-into one vectorised loop (under 1 ms for the random bits).
+not vectorise, and a large network's noise then costs more than a whole
+deterministic training step of it. Here the 20 rounds are written out as
+plain ``jnp`` integer ops, which XLA fuses into one vectorised loop
+(docs/user_guide/engine.md).
 
 Each number is the first output word of ``threefry2x32(key, (counter,
 step))``: ``counter`` runs over the elements (offset per variable and per
@@ -24,9 +23,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+__all__ = ["derive", "key_words", "normal", "rademacher", "threefry2x32"]
+
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _PARITY = 0x1BD11BDA
-_PAD = 64  # sizes are padded to a multiple of this: XLA left odd-sized loops unvectorised
+_PAD = 64  # sizes are padded to a multiple of this: XLA does not vectorise odd-sized loops
 
 
 def _rotl(x, r: int):
@@ -34,7 +35,22 @@ def _rotl(x, r: int):
 
 
 def threefry2x32(k0, k1, x0, x1):
-    """Threefry-2x32 with 20 rounds on uint32 arrays ``x0, x1`` under the key ``(k0, k1)``."""
+    """Threefry-2x32 with 20 rounds on uint32 arrays ``x0, x1`` under the key ``(k0, k1)``.
+
+    Equal to ``jax.extend.random.threefry_2x32`` bit for bit.
+
+    Parameters
+    ----------
+    k0, k1 : jax.Array
+        The key's two uint32 words.
+    x0, x1 : jax.Array
+        The counter blocks' two uint32 words, of one shape.
+
+    Returns
+    -------
+    x0, x1 : jax.Array
+        The two output words of each block.
+    """
     ks = (k0, k1, k0 ^ k1 ^ np.uint32(_PARITY))
     x0, x1 = x0 + ks[0], x1 + ks[1]
     for i in range(5):
@@ -47,12 +63,36 @@ def threefry2x32(k0, k1, x0, x1):
 
 
 def key_words(key) -> jax.Array:
-    """The two uint32 key words of the noise stream of a JAX threefry ``key``."""
+    """The two uint32 key words of the noise stream of a JAX threefry ``key``.
+
+    Parameters
+    ----------
+    key : jax.Array
+        A JAX threefry key (``jax.random.key(seed)``).
+
+    Returns
+    -------
+    jax.Array
+        ``(2,)`` uint32: the words of ``fold_in(key, 0)``.
+    """
     return jax.random.key_data(jax.random.fold_in(key, 0)).astype(jnp.uint32)
 
 
 def derive(words, a: int, b: int) -> jax.Array:
-    """The key words of an independent stream ``(a, b)`` of the stream ``words``."""
+    """The key words of an independent stream ``(a, b)`` of the stream ``words``.
+
+    Parameters
+    ----------
+    words : jax.Array
+        ``(2,)`` uint32 key words.
+    a, b : int
+        The sub-stream's index.
+
+    Returns
+    -------
+    jax.Array
+        ``(2,)`` uint32 key words of the sub-stream.
+    """
     x0, x1 = threefry2x32(words[0], words[1], jnp.uint32(a), jnp.uint32(b))
     return jnp.stack([x0, x1])
 
@@ -66,7 +106,26 @@ def _bits(words, step, offset: int, size: int) -> jax.Array:
 
 
 def normal(words, step, offset: int, shape: tuple, dtype) -> jax.Array:
-    """N(0, 1) draws of ``shape`` for ``step``, from counters ``offset, offset + 1, ...``."""
+    """N(0, 1) draws of ``shape`` for ``step``, from counters ``offset, offset + 1, ...``.
+
+    Parameters
+    ----------
+    words : jax.Array
+        ``(2,)`` uint32 key words of the stream.
+    step : int or jax.Array
+        The optimisation step.
+    offset : int
+        The first element's counter.
+    shape : tuple of int
+        The draws' shape.
+    dtype : str or numpy.dtype
+        The draws' dtype (they are made in float32, then cast).
+
+    Returns
+    -------
+    jax.Array
+        Standard-normal draws of ``shape``.
+    """
     size = int(np.prod(shape, dtype=np.int64))
     bits = _bits(words, step, offset, size)
     # Top 23 bits as the mantissa of a float in [1, 2), then to [-1, 1) and away from -1.
@@ -77,7 +136,26 @@ def normal(words, step, offset: int, shape: tuple, dtype) -> jax.Array:
 
 
 def rademacher(words, step, offset: int, shape: tuple, dtype) -> jax.Array:
-    """Random signs (+1 or -1, each with probability 1/2) of ``shape`` for ``step``."""
+    """Random signs (+1 or -1, each with probability 1/2) of ``shape`` for ``step``.
+
+    Parameters
+    ----------
+    words : jax.Array
+        ``(2,)`` uint32 key words of the stream.
+    step : int or jax.Array
+        The optimisation step.
+    offset : int
+        The first element's counter.
+    shape : tuple of int
+        The signs' shape.
+    dtype : str or numpy.dtype
+        Their dtype.
+
+    Returns
+    -------
+    jax.Array
+        Signs of ``shape``.
+    """
     size = int(np.prod(shape, dtype=np.int64))
     top = (_bits(words, step, offset, size) >> np.uint32(31)).astype(dtype)  # 0 or 1
     return (1 - 2 * top)[:size].reshape(shape)

@@ -35,14 +35,40 @@ from bnn_zoo.inference.estimators import STREAM, Likelihood
 from bnn_zoo.inference.families import Family, entropy, softplus
 from bnn_zoo.inference.jaxmodel import ModelFunction
 
+__all__ = ["ELBO", "blundell", "constant"]
 
 @dataclass(frozen=True)
 class ELBO:
     """The objective of one fit: ``loss, elbo = objective(params, eps, batch, kl_weight)``.
 
-    ``eps`` holds one standard-normal row per Monte Carlo draw; ``batch`` one
-    array per data container (a minibatch of the sliced ones); ``kl_weight``
-    the KL weighting's value at this step.
+    ``ELBO = E_q[log p(D | z)] + beta * (E_q[log p(z)] + H[q])``, estimated
+    from the draws ``z = mu + L eps`` (see the module docstring). ``loss``
+    is what the optimizer minimises (differentiate it with respect to
+    ``params``); ``elbo`` the estimate reported in the trace.
+
+    Parameters
+    ----------
+    density : ModelFunction
+        The model compiled to JAX (:func:`~bnn_zoo.inference.jaxmodel.compile_model`).
+    family : Family
+        q's variational family.
+    beta : float, default 1.0
+        The KL weight.
+    scale : float, default 1.0
+        ``N / batch_size`` with minibatches: the loss is divided by it, as in
+        PyMC (the likelihood itself stays at full-data scale through the
+        observed variables' ``total_size``).
+    path_derivative : bool, default False
+        Take the entropy's gradient as the path derivative of ``-log q(z)``
+        ("sticking the landing", Roeder et al. 2017).
+    likelihood : Likelihood, optional
+        A per-example-noise estimator's log likelihood
+        (:func:`~bnn_zoo.inference.estimators.compile_likelihood`; mean-field
+        q only); ``None`` evaluates the likelihood at the shared draw.
+
+    See Also
+    --------
+    bnn_zoo.inference.core.step : One optimisation step on this objective.
     """
 
     density: ModelFunction
@@ -53,7 +79,32 @@ class ELBO:
     likelihood: Likelihood | None = None  # a per-example-noise estimator's (mean-field q only)
 
     def __call__(self, params, eps, batch, kl_weight=1.0, words=None, step=0):
-        """``words`` and ``step`` seed the per-example noise of ``likelihood`` (the engine's key)."""
+        """The loss and the ELBO estimate at ``params``, in JAX.
+
+        Parameters
+        ----------
+        params : dict of str to jax.Array
+            q's parameters.
+        eps : jax.Array
+            ``(mc_samples, dim)``: one standard-normal row per Monte Carlo draw.
+        batch : tuple of jax.Array
+            One array per data container (a minibatch of the ones cut into
+            minibatches).
+        kl_weight : float or jax.Array, default 1.0
+            The KL weighting's value at this step.
+        words : jax.Array, optional
+            The noise stream's key words, which seed ``likelihood``'s
+            per-example noise (needed with a ``likelihood``).
+        step : int or jax.Array, default 0
+            The step, which also seeds that noise.
+
+        Returns
+        -------
+        loss : jax.Array
+            ``-(log_lik + kl_weight * beta * (log_prior + H)) / scale``.
+        elbo : jax.Array
+            ``log_lik + beta * (log_prior + H)``, at full-data scale.
+        """
         log_lik = log_prior = neg_log_q = 0.0
         frozen = jax.lax.stop_gradient(params)
         layout = self.density.layout
@@ -87,7 +138,16 @@ class ELBO:
 
 
 def constant() -> Callable:
-    """Every minibatch carries its equal share of the KL part (PyMC's ``1 / M``)."""
+    """The constant KL weighting: every minibatch carries its equal share of the KL part.
+
+    PyMC's ``1 / M`` of an epoch's ``M`` minibatches, returned as the factor
+    1 on that share.
+
+    Returns
+    -------
+    callable
+        ``weight(t) -> 1.0`` for every step ``t``.
+    """
     return lambda t: 1.0
 
 
@@ -97,6 +157,22 @@ def blundell(steps_per_epoch: int) -> Callable:
     Most of the KL in an epoch's first minibatches, the data later. The
     weights still sum to one over an epoch, so an epoch's expected objective
     is unchanged. Returned as the factor on PyMC's ``1 / M`` share: ``M pi_i``.
+
+    Parameters
+    ----------
+    steps_per_epoch : int
+        ``M``, the minibatches of one epoch (``N // batch_size``).
+
+    Returns
+    -------
+    callable
+        ``weight(t)`` of a JAX integer step ``t``: ``M pi_i`` with
+        ``i = t mod M + 1``.
+
+    Raises
+    ------
+    ValueError
+        If ``steps_per_epoch`` is below 1.
     """
     M = int(steps_per_epoch)
     if M < 1:

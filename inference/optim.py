@@ -13,25 +13,67 @@ from collections.abc import Mapping
 
 import optax
 
+__all__ = ["OPTIMIZERS", "SCHEDULES", "Described", "describe", "described", "make", "schedule"]
+
 
 class Described(optax.GradientTransformation):
-    """An optax transformation with a ``description`` of what it does."""
+    """An optax transformation with a ``description`` of what it does.
+
+    Made by :func:`described` (or :func:`make`). Fits with optimizers of
+    equal descriptions share their compiled programs, so the description
+    must say everything the transformation does.
+
+    Attributes
+    ----------
+    init : callable
+        optax's ``init(params) -> state``.
+    update : callable
+        optax's ``update(updates, state, params) -> (updates, state)``.
+    description : str
+        What the transformation does, e.g. ``"adam(lr=constant(0.05))"``.
+    """
 
     description: str
 
 
 def described(transformation: optax.GradientTransformation, description: str) -> Described:
-    """``transformation`` labelled with ``description`` (which must say everything it does)."""
+    """``transformation`` labelled with ``description``.
+
+    Parameters
+    ----------
+    transformation : optax.GradientTransformation
+        Any optax transformation.
+    description : str
+        What it does, in full: fits whose optimizers have equal descriptions
+        share their compiled programs.
+
+    Returns
+    -------
+    Described
+        The same ``init`` and ``update``, with ``description``.
+    """
     out = Described(transformation.init, transformation.update)
     out.description = description
     return out
 
 
 def describe(optimizer: optax.GradientTransformation) -> str:
-    """The optimizer's description, or a generic one for a plain optax transformation."""
+    """The optimizer's description, as results and checkpoints record it.
+
+    Parameters
+    ----------
+    optimizer : optax.GradientTransformation
+        A :class:`Described` or any optax transformation.
+
+    Returns
+    -------
+    str
+        Its ``description``, or ``"optax transformation"`` for a plain one.
+    """
     return getattr(optimizer, "description", "optax transformation")
 
 
+#: The learning-rate schedules :func:`schedule` and :func:`make` know (``--lr-schedule``).
 SCHEDULES = ("constant", "cosine", "exponential")
 
 
@@ -39,10 +81,34 @@ def schedule(kind: str, learning_rate: float, steps: int, *, final: float = 0.01
              decays: Mapping[int, float] | None = None) -> tuple[optax.Schedule, str]:
     """An optax schedule and its description.
 
-    ``kind``: ``"constant"`` at ``learning_rate``; ``"cosine"`` from it to
-    ``final * learning_rate`` over ``steps``; ``"exponential"`` likewise,
-    geometrically. ``decays`` (``{step: factor}``) multiplies the rate by
-    ``factor`` from each 0-based ``step`` on, on top of any kind.
+    Parameters
+    ----------
+    kind : {"constant", "cosine", "exponential"}
+        ``"constant"`` at ``learning_rate``; ``"cosine"`` from it to
+        ``final * learning_rate`` over ``steps``; ``"exponential"`` likewise,
+        geometrically.
+    learning_rate : float
+        The initial rate, positive.
+    steps : int
+        The steps of the decay, at least 1.
+    final : float, default 0.01
+        The decay's final rate as a share of ``learning_rate``, in (0, 1].
+    decays : mapping of int to float, optional
+        ``{step: factor}``: multiplies the rate by ``factor`` from each
+        0-based ``step`` on, on top of any kind (steps >= 1, factors
+        positive and finite).
+
+    Returns
+    -------
+    schedule : callable
+        The optax schedule, a function of the step.
+    description : str
+        E.g. ``"cosine(0.05 -> 0.0005 over 10000)"``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``kind`` or a value out of range.
     """
     if kind not in SCHEDULES:
         raise ValueError(f"unknown schedule {kind!r}; valid: {', '.join(SCHEDULES)}")
@@ -68,6 +134,7 @@ def schedule(kind: str, learning_rate: float, steps: int, *, final: float = 0.01
     return (lambda t: base(t) * pieces(t)), text
 
 
+#: The optimizers :func:`make` knows, by name (``--optimizer``): functions of the learning rate.
 OPTIMIZERS = {
     "adam": optax.adam,
     "adamax": optax.adamax,
@@ -79,12 +146,45 @@ OPTIMIZERS = {
 
 def make(name: str, learning_rate: float, steps: int, *, schedule_kind: str = "constant",
          final: float = 0.01, decays: Mapping[int, float] | None = None) -> Described:
-    """The optimizer ``name`` (one of :data:`OPTIMIZERS`) on a :func:`schedule`: the command line's
-    ``--optimizer``, ``--lr``, ``--lr-schedule`` and decays as one optax transformation.
+    """The optimizer ``name`` on a :func:`schedule`, with its description.
 
-    The rate is always a schedule (a constant one too), so that optimizers of
-    one name have the same state structure and a fit can be resumed under
-    another schedule.
+    The command line's ``--optimizer``, ``--lr``, ``--lr-schedule`` and
+    decays as one optax transformation. The rate is always a schedule (a
+    constant one too), so that optimizers of one name have the same state
+    structure and a fit can be resumed under another schedule.
+
+    Parameters
+    ----------
+    name : {"adam", "adamax", "rmsprop", "sgd", "momentum"}
+        One of :data:`OPTIMIZERS`.
+    learning_rate : float
+        The (initial) learning rate.
+    steps : int
+        The steps of the schedule's decay.
+    schedule_kind : {"constant", "cosine", "exponential"}, default "constant"
+        The schedule (:func:`schedule`'s ``kind``).
+    final : float, default 0.01
+        The decay's final rate as a share of ``learning_rate``.
+    decays : mapping of int to float, optional
+        ``{step: factor}`` on top of the schedule.
+
+    Returns
+    -------
+    Described
+        E.g. ``"adam(lr=constant(0.01))"``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name or schedule, or a value out of range.
+
+    Examples
+    --------
+    >>> from bnn_zoo.inference import optim
+    >>> opt = optim.make("adam", 0.05, 10_000, schedule_kind="cosine")
+    >>> opt.description
+    'adam(lr=cosine(0.05 -> 0.0005 over 10000))'
+    >>> result = bnn_zoo.fit(model, optimizer=opt, steps=10_000, average=0)
     """
     if name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {name!r}; valid: {', '.join(OPTIMIZERS)}")

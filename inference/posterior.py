@@ -30,6 +30,9 @@ from bnn_zoo.inference.engine import cheap
 from bnn_zoo.inference.advi import FitResult
 from bnn_zoo.inference.jaxmodel import ModelFunction, compile_predictive
 
+__all__ = ["best", "draw_z", "draws_posterior", "elbo", "evaluate_draws", "evaluate_z", "loo",
+           "point_posterior", "predict", "q_elbo", "sample"]
+
 MAP_BYTES = 8 * 2**20  # memory for the draws evaluated together (see _map_draws)
 
 
@@ -43,8 +46,8 @@ class _DrawMap:
     many draws as fit in :data:`MAP_BYTES` (every intermediate array of one
     draw counted; blocks of a few MB stay in the CPU's caches); expensive
     ones one compiled call per draw, because XLA's CPU backend runs
-    convolutions several times slower inside a loop (the seed-004 CNN's
-    predictions: about 6x).
+    convolutions several times slower inside a loop
+    (docs/user_guide/engine.md).
     """
 
     def __init__(self, fn):
@@ -111,7 +114,7 @@ def _as_list(fits) -> list[FitResult]:
 
 
 def draw_z(fits, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` unconstrained draws ``z`` (rows) of q, or of the mixture of several fits' q, with ``log q``.
+    """``n`` unconstrained draws of q, or of the mixture of several fits' q, with ``log q``.
 
     Fit ``k`` of ``K`` gives ``n_k`` of the draws, ``n / K`` each (the first
     ones one more where that does not divide), so the draws are a sample of
@@ -120,6 +123,28 @@ def draw_z(fits, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     different initial means find different modes; their mixture keeps the
     spread between them, which one Gaussian q cannot (Wilson and Izmailov
     2020 pool such fits, as MultiSWAG, in the same way).
+
+    Parameters
+    ----------
+    fits : FitResult or sequence of FitResult
+        One fit, or fits of one model (the same variables and shapes).
+    n : int
+        The number of draws, at least the number of fits.
+    seed : int, default 0
+        Seeds the draws.
+
+    Returns
+    -------
+    z : numpy.ndarray
+        ``(n, dim)`` float64, one flat vector of unconstrained values per row
+        (in the fits' ``layout``), fit after fit.
+    log_q : numpy.ndarray
+        ``(n,)``, the density of q (or of the mixture) at each draw.
+
+    Raises
+    ------
+    ValueError
+        For no fits, fits of different models, or a bad ``n``.
     """
     fits = _as_list(fits)
     if not (isinstance(n, (int, np.integer)) and n >= len(fits)):
@@ -137,15 +162,52 @@ def draw_z(fits, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def evaluate_z(result: FitResult, z: np.ndarray, outputs: Sequence[str]) -> dict[str, np.ndarray]:
     """Model ``outputs`` at each row of unconstrained draws ``z``, on the model's current data.
 
-    Names are model variables, ``"logp"`` or ``"loglik:<observed>"``
-    (:meth:`~bnn_zoo.inference.jaxmodel.ModelFunction.select`).
+    Parameters
+    ----------
+    result : FitResult
+        A fit of the model (its compiled density and its model's data).
+    z : numpy.ndarray
+        ``(draws, dim)``, flat unconstrained values in the fit's ``layout``
+        (:func:`draw_z`).
+    outputs : sequence of str
+        Model variables (free, deterministic), ``"logp"`` (the joint log
+        density, Jacobians included) or ``"loglik:<observed>"`` (an
+        observed variable's pointwise log density)
+        (:meth:`~bnn_zoo.inference.jaxmodel.ModelFunction.select`).
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        Each output's values, with a leading axis of draws.
+
+    Raises
+    ------
+    ValueError
+        For a name the model does not have.
     """
     return evaluate_draws(result.density, z, _data(result.model), outputs)
 
 
 def evaluate_draws(density: ModelFunction, z: np.ndarray, data: Sequence[np.ndarray],
                    outputs: Sequence[str]) -> dict[str, np.ndarray]:
-    """:func:`evaluate_z` on given ``data`` (one array per data container) instead of the model's."""
+    """:func:`evaluate_z` on given data instead of the model's.
+
+    Parameters
+    ----------
+    density : ModelFunction
+        The compiled model (``result.density``).
+    z : numpy.ndarray
+        ``(draws, dim)`` flat unconstrained values in ``density.layout``.
+    data : sequence of numpy.ndarray
+        One array per data container of the model, of any number of rows.
+    outputs : sequence of str
+        As in :func:`evaluate_z`.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        Each output's values, with a leading axis of draws.
+    """
     outputs = tuple(outputs)
     select, unflatten = density.select(outputs), density.layout.unflatten
     evaluate = _map_draws(density.jitted, ("evaluate", outputs),
@@ -155,25 +217,88 @@ def evaluate_draws(density: ModelFunction, z: np.ndarray, data: Sequence[np.ndar
 
 
 def elbo(result: FitResult, draws: int = 1000, seed: int = 0) -> tuple[float, float]:
-    """The ELBO of the fitted q, ``E_q[log p - log q]`` at full-data scale, from ``draws`` draws:
-    ``(estimate, its standard error)``. Unlike the trace's per-step estimates, it is the
-    final q's, with no optimiser noise (and without the KL weight ``beta``)."""
+    """The ELBO of the fitted q, ``E_q[log p - log q]`` at full-data scale, by Monte Carlo.
+
+    Unlike the trace's per-step estimates it is the final q's, with no
+    optimiser noise, and without the KL weight ``beta``: the quantity to
+    compare fits (restarts) of one model by.
+
+    Parameters
+    ----------
+    result : FitResult
+        The fit.
+    draws : int, default 1000
+        Draws of q in the estimate.
+    seed : int, default 0
+        Seeds the draws.
+
+    Returns
+    -------
+    estimate : float
+        The ELBO estimate.
+    se : float
+        Its Monte Carlo standard error.
+    """
     return q_elbo(result.density, result.family.mean_and_factor(result.params), _data(result.model),
                   draws, seed)
 
 
 def q_elbo(density: ModelFunction, q: tuple[np.ndarray, np.ndarray], data: Sequence[np.ndarray],
            draws: int = 1000, seed: int = 0) -> tuple[float, float]:
-    """:func:`elbo` of the q given as ``(mean, factor)`` (:meth:`Family.mean_and_factor`) on
-    ``data`` (one array per data container), for fits without a model of their own data."""
+    """:func:`elbo` of a q given as its mean and factor, on given data.
+
+    For fits without a model of their own data (a sweep's stacked fits).
+
+    Parameters
+    ----------
+    density : ModelFunction
+        The compiled model.
+    q : tuple of numpy.ndarray
+        ``(mean, factor)`` (:meth:`~bnn_zoo.inference.families.Family.mean_and_factor`).
+    data : sequence of numpy.ndarray
+        One array per data container of the model.
+    draws : int, default 1000
+        Draws of q in the estimate.
+    seed : int, default 0
+        Seeds the draws.
+
+    Returns
+    -------
+    estimate : float
+        The ELBO estimate.
+    se : float
+        Its Monte Carlo standard error.
+    """
     z, log_q = families.sample(*q, draws, np.random.default_rng(seed))
     ratio = evaluate_draws(density, z, data, ("logp",))["logp"].astype("float64") - log_q
     return float(ratio.mean()), float(ratio.std(ddof=1) / np.sqrt(len(ratio)))
 
 
 def best(fits, draws: int = 1000, seed: int = 0) -> FitResult:
-    """The fit whose q has the highest :func:`elbo`: of restarts that found different optima,
-    the one closest to the posterior in KL(q || p)."""
+    """The fit whose q has the highest :func:`elbo`.
+
+    Of restarts that found different optima, the one closest to the
+    posterior in KL(q || p).
+
+    Parameters
+    ----------
+    fits : sequence of FitResult
+        Fits of one model.
+    draws : int, default 1000
+        Draws of each q in its ELBO estimate.
+    seed : int, default 0
+        Seeds the draws.
+
+    Returns
+    -------
+    FitResult
+        The best of ``fits``.
+
+    Raises
+    ------
+    ValueError
+        For no fits, or fits of different models.
+    """
     fits = _as_list(fits)
     return max(fits, key=lambda f: elbo(f, draws, seed)[0])
 
@@ -181,8 +306,20 @@ def best(fits, draws: int = 1000, seed: int = 0) -> FitResult:
 def point_posterior(result: FitResult, z: np.ndarray) -> DataTree:
     """A DataTree whose ``posterior`` holds the free variables at given unconstrained points.
 
-    ``z`` holds one point per row (e.g. q's mean, or pruned copies of it), as
-    draws of one chain: what :func:`predict` takes to evaluate those networks.
+    What :func:`predict` takes (as ``idata``) to evaluate those networks.
+
+    Parameters
+    ----------
+    result : FitResult
+        A fit of the model.
+    z : array_like
+        One flat unconstrained point ``(dim,)``, or one per row ``(k, dim)``
+        (e.g. q's mean, or pruned copies of it), in the fit's ``layout``.
+
+    Returns
+    -------
+    xarray.DataTree
+        Its ``posterior`` has one chain of ``k`` draws.
     """
     return draws_posterior(result.model, result.density, np.atleast_2d(np.asarray(z)))
 
@@ -190,10 +327,24 @@ def point_posterior(result: FitResult, z: np.ndarray) -> DataTree:
 def draws_posterior(model: pm.Model, density: ModelFunction, z: np.ndarray) -> DataTree:
     """A DataTree whose ``posterior`` holds the free variables (constrained) at unconstrained draws.
 
-    ``z``: ``(draws, dim)`` (one chain) or ``(chains, draws, dim)``, in
-    ``density.layout``. What every method that makes points of the
-    unconstrained space (SGLD, SWAG, ensembles) returns, so that
-    :func:`predict` and ArviZ take their draws like ``pm.sample``'s.
+    What every method that makes points of the unconstrained space (SGLD,
+    SWAG, ensembles) returns, so that :func:`predict` and ArviZ take their
+    draws like ``pm.sample``'s.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model (its free variables, dims and coords).
+    density : ModelFunction
+        The compiled model.
+    z : numpy.ndarray
+        ``(draws, dim)`` (one chain) or ``(chains, draws, dim)``, in
+        ``density.layout``.
+
+    Returns
+    -------
+    xarray.DataTree
+        With a ``posterior`` group of the free variables, with the model's dims.
     """
     z = np.asarray(z)
     z3 = z[None] if z.ndim == 2 else z
@@ -210,20 +361,67 @@ def sample(fits, draws: int = 500, *, seed: int = 0, log_likelihood: bool = True
            var_names: Sequence[str] = ()) -> DataTree:
     """Posterior draws of a fitted q (or of a mixture of fits: pass a list) as an ArviZ DataTree.
 
-    Groups:
+    Draws from q itself in the unconstrained space, maps them to the model's
+    variables, and records each draw's ``log q`` and ``log p`` (the model's
+    joint log density, Jacobian included): what PSIS-LOO for an approximate
+    posterior (:func:`loo`) needs. A list of fits of one model gives draws
+    from their equal-weight mixture, with the mixture's ``log q``
+    (:func:`draw_z`).
 
-    - ``posterior``: the free variables (and ``var_names``, e.g. deterministics),
-      one chain, with the model's dims;
-    - ``sample_stats``: ``log_q`` and ``log_p`` of each draw (``log_p`` NaN
-      without ``log_likelihood``), for :func:`loo`;
-    - ``log_likelihood``: each observed variable's pointwise log density on
-      the model's data (with ``log_likelihood``; it costs a pass over the data
-      per draw);
-    - ``observed_data``, ``constant_data``: the observed values and the other
-      data containers;
-    - ``fit``: q's ``mean`` and ``sd`` of each value variable (the
-      unconstrained space) along a ``param`` dim, with a ``component`` dim
-      for a mixture; ``fit_stats``: the ELBO trace.
+    Parameters
+    ----------
+    fits : FitResult or sequence of FitResult
+        One fit, or fits of one model (restarts, say).
+    draws : int, default 500
+        The number of draws, at least the number of fits.
+    seed : int, default 0
+        Seeds the draws.
+    log_likelihood : bool, default True
+        Evaluate ``log p`` and each observed variable's pointwise log
+        likelihood on the model's data (a pass over the data per draw).
+        Without it ``log_p`` is NaN and there is no ``log_likelihood`` group.
+    var_names : sequence of str, default ()
+        Further variables for the ``posterior`` group, e.g. deterministics.
+
+    Returns
+    -------
+    xarray.DataTree
+        Groups:
+
+        - ``posterior``: the free variables (and ``var_names``), one chain,
+          with the model's dims;
+        - ``sample_stats``: ``log_q`` and ``log_p`` of each draw;
+        - ``log_likelihood``: each observed variable's pointwise log density
+          on the model's data (with ``log_likelihood``);
+        - ``observed_data``, ``constant_data``: the observed values and the
+          other data containers;
+        - ``fit``: q's ``mean`` and ``sd`` of each value variable (the
+          unconstrained space) along a ``param`` dim, with a ``component``
+          dim for a mixture;
+        - ``fit_stats``: the ELBO trace (``elbo`` along ``step``).
+
+    Raises
+    ------
+    ValueError
+        For no fits, fits of different models, too few draws, or a name in
+        ``var_names`` the model does not have.
+
+    See Also
+    --------
+    loo : PSIS-LOO from these draws.
+    predict : The posterior predictive on new data.
+
+    Examples
+    --------
+    >>> result = bnn_zoo.fit(model)
+    >>> idata = bnn_zoo.sample(result, 1000)
+    >>> az.summary(idata, var_names=["scale_0"])
+    >>> idata["sample_stats"]["log_q"]      # q's log density of each draw
+
+    The mixture of restarts from other seeds:
+
+    >>> fits = [bnn_zoo.fit(model, seed=s) for s in range(4)]
+    >>> idata = bnn_zoo.sample(fits, 1000)
     """
     fits = _as_list(fits)
     result, model = fits[0], fits[0].model
@@ -355,38 +553,69 @@ def predict(source, new_data: Mapping | None = None, *, idata: DataTree | None =
             coords: Mapping | None = None, chunk: int | None = None) -> DataTree:
     """The posterior predictive of model variables on new data, as an ArviZ DataTree.
 
+    Evaluates the model at new values of its data containers for every
+    posterior draw, in compiled JAX, without changing the model: each
+    observed variable is drawn afresh from its distribution, and
+    deterministics (class probabilities, a regression's mean) are
+    evaluated. The posterior may come from q or from any other method
+    (``pm.sample``, the alternatives of :mod:`~bnn_zoo.inference.alternatives`).
+
     Parameters
     ----------
-    source : FitResult or pm.Model
+    source : FitResult or pymc.Model
         A fit (its q is sampled unless ``idata`` is given) or a model with
         ``idata`` (a posterior from any method, e.g. ``pm.sample``).
-    new_data : dict, optional
+    new_data : dict of str to array_like, optional
         New values of the model's ``pm.Data`` containers, as ``pm.set_data``
         takes them (any number of rows). Containers left out keep their
         values, or are filled with zeros where they share a changed dim (the
-        observed values, which a prediction does not use). The model itself
-        is not changed.
-    idata : DataTree, optional
+        observed values, which a prediction does not use). Default: the
+        model's own data.
+    idata : xarray.DataTree, optional
         Whose ``posterior`` group holds every free variable (constrained).
         Default: ``sample(source, draws, seed=seed, log_likelihood=False)``.
     var_names : sequence of str, optional
         Deterministics, free or observed variables. An observed variable is
         drawn afresh from its distribution for each posterior draw (the
         posterior predictive); default: every observed variable.
-    draws, seed : int
-        Draws from q when ``idata`` is not given; ``seed`` also seeds the
-        observed variables' draws.
+    draws : int, default 500
+        Draws from q when ``idata`` is not given.
+    seed : int, default 0
+        Seeds those draws and the observed variables' draws.
     coords : dict, optional
         Coordinates of the dims whose length changed (default ``0..n-1``).
     chunk : int, optional
         Evaluate the new rows this many at a time (less memory for large
-        inputs); every output's first axis must run over the rows.
+        inputs); every output's first axis must run over the rows. Only
+        with ``new_data``.
 
     Returns
     -------
-    DataTree
+    xarray.DataTree
         ``predictions`` (chain, draw, then the variable's dims) and
         ``predictions_constant_data`` (the data used).
+
+    Raises
+    ------
+    ValueError
+        For an unknown variable or data container, new data of the wrong
+        shape or not finite, a model without ``idata``, a posterior that
+        lacks a free variable, or a bad ``chunk``.
+    NotImplementedError
+        For an observed variable that is not a plain random variable (it
+        cannot be redrawn): ask for the deterministics it depends on.
+
+    Examples
+    --------
+    >>> result = bnn_zoo.fit(model)
+    >>> pred = bnn_zoo.predict(result, {"X": X_new}, var_names=["p"])
+    >>> p = pred["predictions"]["p"].mean(("chain", "draw"))   # predictive class probabilities
+
+    From draws already made, or from NUTS:
+
+    >>> idata = bnn_zoo.sample(result, 1000)
+    >>> pred = bnn_zoo.predict(result, {"X": X_new}, idata=idata)
+    >>> pred = bnn_zoo.predict(model, {"X": X_new}, idata=pm.sample(model=model))
     """
     model = source.model if isinstance(source, FitResult) else source
     if not isinstance(model, pm.Model):
@@ -470,11 +699,50 @@ def _predictions_tree(model, names, values, data, changed, coords, chains, n_dra
 
 
 def loo(idata: DataTree, var_name: str | None = None) -> ELPDDataLOO:
-    """PSIS-LOO corrected for the approximate posterior (uses log p and log q), pointwise.
+    """PSIS-LOO for draws from an approximate posterior, corrected by each draw's ``log p - log q``.
 
     What ``az.loo_approximate_posterior(idata, log_p, log_q, var_name=...)``
-    returns, computed over all observations at once (:mod:`~bnn_zoo.inference.psis`),
-    so ``az.compare`` takes it. ``var_name`` defaults to the one observed variable.
+    returns (Pareto-smoothed importance sampling, Vehtari et al.; the
+    approximate-posterior correction of Magnusson et al. 2019), computed for
+    all observations at once (:mod:`~bnn_zoo.inference.psis`), so
+    ``az.compare`` takes it.
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        From :func:`sample` with ``log_likelihood=True``: the
+        ``log_likelihood`` group and ``sample_stats`` with every draw's
+        finite ``log_p`` and ``log_q``.
+    var_name : str, optional
+        The observed variable; default the one in ``log_likelihood``.
+
+    Returns
+    -------
+    arviz_stats.utils.ELPDDataLOO
+        ``elpd``, its ``se``, ``p`` (the effective number of parameters),
+        and pointwise ``elpd_i`` and ``pareto_k``, with
+        ``approx_posterior=True``.
+
+    Raises
+    ------
+    ValueError
+        Without the ``log_likelihood`` group or finite ``log_p`` and
+        ``log_q``; without ``var_name`` when there are several observed
+        variables; with fewer than 25 draws.
+
+    Warns
+    -----
+    UserWarning
+        When a Pareto k estimate exceeds ``good_k`` (0.7, or less for fewer
+        than about 2,200 draws): the importance sampling is less reliable
+        for those observations.
+
+    Examples
+    --------
+    >>> idata = bnn_zoo.sample(result, 1000)
+    >>> elpd = bnn_zoo.loo(idata)
+    >>> elpd.elpd, elpd.se
+    >>> az.compare({"normal": bnn_zoo.loo(idata_a), "laplace": bnn_zoo.loo(idata_b)})
     """
     stats = idata["sample_stats"]
     if "log_likelihood" not in idata.children:

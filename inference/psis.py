@@ -3,9 +3,10 @@
 The same computation as ArviZ's ``az.loo_approximate_posterior`` (arviz-stats
 1.x: PSIS of Vehtari et al. 2024 with the approximate-posterior correction of
 Magnusson et al. 2019), written with numpy operations over the observation
-axis. ArviZ runs it one observation at a time in Python (``np.vectorize``),
-about 1 ms per observation, 0.8 s for one toy fit; this takes 0.06-0.12 s.
-``tests/test_posterior.py`` checks both agree to 1e-10 on real fits.
+axis. ArviZ runs it one observation at a time in Python (``np.vectorize``);
+over all observations at once it takes a fraction of the time
+(docs/user_guide/engine.md). ``tests/test_posterior.py`` checks both agree
+to 1e-10 on real fits.
 """
 
 from __future__ import annotations
@@ -13,25 +14,52 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
+__all__ = ["MIN_DRAWS", "gpd_fit", "gpd_quantile", "loo_approximate_posterior", "psis_log_weights",
+           "tail_length"]
+
 PRIOR_K = 10  # weakly informative prior on the Pareto shape: N(0.5, ...) worth 10 observations
 PRIOR_BS = 3  # Zhang & Stephens' grid scale
 BLOCK = 1024  # observations at a time
 
 
-MIN_DRAWS = 25  # fewer leave under 5 draws in the tail that the Pareto fit smooths
+#: The fewest draws PSIS takes: fewer leave under 5 draws in the tail that the Pareto fit smooths.
+MIN_DRAWS = 25
 
 
 def tail_length(n_draws: int) -> int:
-    """Draws in the fitted right tail: ``3 sqrt(S)`` above 225 draws, else ``S / 5``."""
+    """Draws in the fitted right tail: ``3 sqrt(S)`` above 225 draws, else ``S / 5``.
+
+    Parameters
+    ----------
+    n_draws : int
+        ``S``, the number of draws.
+
+    Returns
+    -------
+    int
+        The tail's length, rounded down.
+    """
     return int(np.floor(3 * n_draws**0.5 if n_draws > 225 else n_draws / 5))
 
 
 def gpd_fit(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Generalized Pareto (shape k, scale sigma) of each row of ``x`` (sorted ascending, >= 0).
+    """Generalized Pareto (shape k, scale sigma) of each row of ``x``.
 
     Zhang & Stephens' empirical Bayes estimate with the prior on k of
-    Vehtari et al. (2024). NaN for rows whose first quartile is not above
-    their minimum (far from a generalized Pareto).
+    Vehtari et al. (2024).
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        ``(rows, n)``, each row sorted ascending, non-negative.
+
+    Returns
+    -------
+    k : numpy.ndarray
+        ``(rows,)`` shapes; NaN for rows whose first quartile is not above
+        their minimum (far from a generalized Pareto).
+    sigma : numpy.ndarray
+        ``(rows,)`` scales, NaN for the same rows.
     """
     n = x.shape[-1]
     m = 30 + int(n**0.5)
@@ -55,7 +83,20 @@ def gpd_fit(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def gpd_quantile(p: np.ndarray, k: np.ndarray, sigma: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """Quantiles ``p`` (a row) of generalized Paretos with (k, sigma, mu) per row; NaN where sigma <= 0."""
+    """Quantiles ``p`` of generalized Paretos with ``(k, sigma, mu)`` per row.
+
+    Parameters
+    ----------
+    p : numpy.ndarray
+        ``(1, m)`` probabilities, shared by every row.
+    k, sigma, mu : numpy.ndarray
+        ``(rows,)`` shape, scale and location of each row's distribution.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(rows, m)`` quantiles; NaN where ``sigma <= 0``.
+    """
     k, sigma, mu = k[:, None], sigma[:, None], mu[:, None]
     safe_k = np.where(k == 0, 1.0, k)
     with np.errstate(invalid="ignore"):
@@ -65,7 +106,25 @@ def gpd_quantile(p: np.ndarray, k: np.ndarray, sigma: np.ndarray, mu: np.ndarray
 
 
 def psis_log_weights(log_ratios: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Pareto-smoothed, normalised log importance weights of each row, and each row's Pareto k."""
+    """Pareto-smoothed, normalised log importance weights of each row, and each row's Pareto k.
+
+    Parameters
+    ----------
+    log_ratios : numpy.ndarray
+        ``(rows, S)`` log importance ratios, one row per observation.
+
+    Returns
+    -------
+    log_weights : numpy.ndarray
+        ``(rows, S)``, each row's log weights, summing to one.
+    k : numpy.ndarray
+        ``(rows,)``, the Pareto shape estimate of each row's tail.
+
+    Raises
+    ------
+    ValueError
+        With fewer than :data:`MIN_DRAWS` draws, or a tail of equal values.
+    """
     n_obs, S = log_ratios.shape
     M = tail_length(S)
     if M < 5:
@@ -93,8 +152,30 @@ def psis_log_weights(log_ratios: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def loo_approximate_posterior(log_lik: np.ndarray, log_p: np.ndarray, log_q: np.ndarray):
     """Pointwise PSIS-LOO of draws from an approximation q of the posterior p.
 
-    ``log_lik`` is ``(draws, n)``, ``log_p`` and ``log_q`` are ``(draws,)``.
-    Returns ``(elpd_i, pareto_k, p_loo_i)``, each ``(n,)``.
+    The importance ratios of observation ``i`` are ``p(z) / (q(z) p(y_i | z))``.
+
+    Parameters
+    ----------
+    log_lik : numpy.ndarray
+        ``(draws, n)``, each draw's pointwise log likelihood.
+    log_p : numpy.ndarray
+        ``(draws,)``, the model's joint log density of each draw.
+    log_q : numpy.ndarray
+        ``(draws,)``, q's log density of each draw.
+
+    Returns
+    -------
+    elpd_i : numpy.ndarray
+        ``(n,)``, each observation's expected log pointwise predictive density.
+    pareto_k : numpy.ndarray
+        ``(n,)``, each observation's Pareto k.
+    p_loo_i : numpy.ndarray
+        ``(n,)``, each observation's effective number of parameters.
+
+    Raises
+    ------
+    ValueError
+        With fewer than :data:`MIN_DRAWS` draws.
     """
     log_lik = np.asarray(log_lik, dtype=float).T  # (n, S)
     correction = np.asarray(log_p, dtype=float) - np.asarray(log_q, dtype=float)

@@ -25,7 +25,11 @@ from bnn_zoo.inference import families
 from bnn_zoo.inference.advi import FitResult, NonFiniteLossError, initial_mean, model_dtype
 from bnn_zoo.inference.jaxmodel import Layout, compile_model
 
+__all__ = ["BACKENDS", "OPTIMIZERS", "build_step", "fit"]
+
+#: The pytensor backends PyMC's step can be compiled for.
 BACKENDS = ("numba", "c", "jax")
+#: PyMC's optimizers, by name.
 OPTIMIZERS = {
     "adam": updates.adam,
     "adamax": updates.adamax,
@@ -42,9 +46,47 @@ def build_step(model: pm.Model, *, method: str = "advi", optimizer: str = "adam"
                mc_samples: int = 1, backend: str = "numba", seed: int = 0):
     """PyMC's ``KLqp`` on ``MeanField``/``FullRank``, started where :func:`bnn_zoo.fit` starts.
 
-    Returns ``(inference, step_fn, layout)``: the ``pmvi.KLqp`` object, a
-    compiled function that takes one step and returns the loss (the negative
-    ELBO, divided by ``N / batch_size`` with minibatches), and the layout of q.
+    Parameters
+    ----------
+    model : pymc.Model
+        Any PyMC model with continuous free variables.
+    method : {"advi", "fullrank_advi"}, default "advi"
+        The variational family.
+    optimizer : str, default "adam"
+        One of :data:`OPTIMIZERS`.
+    learning_rate : float, default 0.01
+        The optimizer's learning rate.
+    batch_size : int, optional
+        Minibatch size (``pm.Minibatch``, drawn with replacement); ``None``
+        for the full data.
+    minibatch : sequence of str, default ("X", "y")
+        The data containers cut into minibatches.
+    init_std : float, default 0.01
+        Initial posterior sd of every unconstrained variable.
+    beta : float, default 1.0
+        KL weight.
+    mc_samples : int, default 1
+        Monte Carlo draws per step.
+    backend : {"numba", "c", "jax"}, default "numba"
+        The pytensor backend of the compiled step.
+    seed : int, default 0
+        Seeds the initial means (as :func:`bnn_zoo.fit`) and PyMC's noise.
+
+    Returns
+    -------
+    inference : pymc.variational.KLqp
+        The inference object; its ``approx`` holds q's parameters.
+    step_fn : callable
+        Takes one step and returns the loss: the negative ELBO, divided by
+        ``N / batch_size`` with minibatches.
+    layout : Layout
+        q's layout.
+
+    Raises
+    ------
+    ValueError
+        For an unknown method, backend or optimizer, or a model whose
+        variables PyMC orders differently from the engine.
     """
     family = families.get(method)
     if backend not in BACKENDS:
@@ -84,7 +126,50 @@ def fit(model: pm.Model, *, method: str = "advi", steps: int = 10_000, optimizer
         learning_rate: float = 1e-2, batch_size: int | None = None,
         minibatch: Sequence[str] = ("X", "y"), init_std: float = 0.01, beta: float = 1.0,
         mc_samples: int = 1, backend: str = "numba", seed: int = 0) -> FitResult:
-    """ADVI by PyMC's own step: the same objective and start as :func:`bnn_zoo.fit`."""
+    """ADVI by PyMC's own step: the same objective and start as :func:`bnn_zoo.fit`.
+
+    One Python call per step; no checkpoints, averaging or warm start.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        Any PyMC model with continuous free variables.
+    method : {"advi", "fullrank_advi"}, default "advi"
+        The variational family.
+    steps : int, default 10000
+        Optimisation steps.
+    optimizer : str, default "adam"
+        One of :data:`OPTIMIZERS`.
+    learning_rate : float, default 0.01
+        The optimizer's learning rate.
+    batch_size : int, optional
+        Minibatch size; ``None`` for the full data.
+    minibatch : sequence of str, default ("X", "y")
+        The data containers cut into minibatches.
+    init_std : float, default 0.01
+        Initial posterior sd.
+    beta : float, default 1.0
+        KL weight.
+    mc_samples : int, default 1
+        Monte Carlo draws per step.
+    backend : {"numba", "c", "jax"}, default "numba"
+        The pytensor backend.
+    seed : int, default 0
+        Seeds the initial means and PyMC's noise.
+
+    Returns
+    -------
+    FitResult
+        As :func:`bnn_zoo.fit` returns, with ``config["engine"]`` naming the
+        backend.
+
+    Raises
+    ------
+    ValueError
+        As :func:`build_step`.
+    NonFiniteLossError
+        When the ELBO becomes NaN or infinite; the message names the step.
+    """
     t0 = time.perf_counter()
     inference, step_fn, layout = build_step(
         model, method=method, optimizer=optimizer, learning_rate=learning_rate,

@@ -8,6 +8,13 @@ The library in five names::
     pred = bnn_zoo.predict(result, {"X": X_new})       # posterior predictive on new data
     elpd = bnn_zoo.loo(idata)                          # PSIS-LOO for the approximate posterior
 
+Besides these: :func:`precision` (build a model in float32), :class:`FitResult`
+(what ``fit`` returns), ``METHODS`` (the names ``fit``'s ``method`` takes:
+``"advi"``, ``"fullrank_advi"``), and what a fit raises or warns:
+:class:`NonFiniteLossError`, :class:`CheckpointError` and :class:`ConvergenceWarning`.
+These names load the engine (PyMC, JAX, ArviZ) when first used, not on
+``import bnn_zoo``.
+
 Subpackages: ``bnn_zoo.models`` (priors and BNN builders), ``bnn_zoo.inference``
 (the engine), ``bnn_zoo.evaluation`` (metrics, pruning, plots), ``bnn_zoo.data``
 (toy, regression and MNIST data) and ``bnn_zoo.experiments`` (the command lines).

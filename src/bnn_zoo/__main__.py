@@ -1,7 +1,9 @@
-"""``python -m bnn_zoo <experiment> [flags]``: the same as ``bnn-zoo``."""
+"""``python -m bnn_zoo <command> [flags]``: the same as ``bnn-zoo`` (:func:`bnn_zoo.cli.main`)."""
 
 import sys
 
 from bnn_zoo.cli import main
+
+__all__ = []
 
 sys.exit(main())

@@ -1,11 +1,19 @@
-"""``bnn-zoo <command> [flags]``: every experiment, the prior sweep and its report behind one command."""
+"""``bnn-zoo <command> [flags]``: every experiment, the prior sweep and its report behind one command.
+
+Each command is the ``main`` of a module of :mod:`bnn_zoo.experiments`
+(:data:`EXPERIMENTS`, :data:`TOOLS`), imported only when run, so that
+``bnn-zoo --help`` and a mistyped command answer without loading the
+engine. ``bnn-zoo <command> --help`` lists the command's flags.
+"""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-# command -> module of bnn_zoo.experiments (each has main(argv, prog))
+__all__ = ["EXPERIMENTS", "TOOLS", "main"]
+
+#: The experiments: command -> module of :mod:`bnn_zoo.experiments` (each has ``main(argv, prog)``).
 EXPERIMENTS = {
     "moons": "moons",
     "circles": "circles",
@@ -14,11 +22,37 @@ EXPERIMENTS = {
     "mnist-cnn": "mnist_cnn",
     "mnist-bbb": "mnist_bbb",
 }
-# command -> module of bnn_zoo.experiments: many experiments' fits, their analysis, the other methods
+#: The tools: command -> module of :mod:`bnn_zoo.experiments` (the prior sweep, its report, and the
+#: comparison with other methods).
 TOOLS = {"sweep": "sweep", "report": "report", "alternatives": "alternatives"}
 
 
 def main(argv=None) -> int:
+    """Run ``bnn-zoo <command> [flags]``: the console script's entry point.
+
+    ``moons`` and ``circles`` run the toy experiment on that data set;
+    every other command runs its module's ``main``.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The command and its flags; default ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        The exit code: the command's own; 0 for ``--help``; 2 for no
+        command (after printing the usage) or an unknown one (with an error
+        on stderr).
+
+    Examples
+    --------
+    >>> from bnn_zoo.cli import main
+    >>> main(["--help"])
+    usage: bnn-zoo {moons,circles,toy,regression,mnist-cnn,mnist-bbb,sweep,report,alternatives} [flags]   (bnn-zoo <command> --help)
+    0
+    >>> code = main(["moons", "--noise", "0.3", "--no-progress"])   # as ``bnn-zoo moons --noise 0.3``
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
     commands = {**EXPERIMENTS, **TOOLS}
     usage = f"usage: bnn-zoo {{{','.join(commands)}}} [flags]   (bnn-zoo <command> --help)"
