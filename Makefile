@@ -1,5 +1,6 @@
 # `make demo`: set up .venv and fit the default hierarchical BNN on moons.
 # `make test`: set up .venv and run the test suite on two workers (what .ci/run calls).
+# `make docs`: the documentation site in docs/_build/html, every gallery notebook executed, warnings as errors.
 # `make mnist`: the Bayesian CNN on MNIST (about 16 min on 2 cores; MNIST_DIR or a download).
 # `make bbb`: Bayes by Backprop, 2x400 MLP on MNIST, with pruning (about 15 min on 2 cores).
 # `make regression`: the two 1-D regression experiments with their beta sweep.
@@ -11,7 +12,7 @@ PYTHON ?= $(shell for p in python3.12 python3.13 python3 \
 	$$HOME/.pyenv/versions/3.12*/bin/python3 $$HOME/.pyenv/versions/3.13*/bin/python3; do \
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; break; }; done)
 
-.PHONY: demo test all-priors mnist bbb regression clean
+.PHONY: demo test docs all-priors mnist bbb regression clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: no Python >= 3.12 found; set PYTHON=/path/to/python3.12" >&2; exit 2; }
@@ -20,11 +21,18 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/python -m pip install -q -e '.[test]'
 	touch $@
 
+$(VENV)/.docs-installed: $(VENV)/.installed
+	$(VENV)/bin/python -m pip install -q -e '.[test,docs]'
+	touch $@
+
 demo: $(VENV)/.installed
 	$(VENV)/bin/bnn-zoo moons
 
 test: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q -n 2
+
+docs: $(VENV)/.docs-installed
+	$(VENV)/bin/sphinx-build -W --keep-going -j auto -b html docs docs/_build/html
 
 all-priors: $(VENV)/.installed
 	$(VENV)/bin/bnn-zoo toy --all-priors
@@ -39,4 +47,4 @@ regression: $(VENV)/.installed
 	$(VENV)/bin/bnn-zoo regression
 
 clean:
-	rm -rf $(VENV) results
+	rm -rf $(VENV) results docs/_build docs/api

@@ -1,0 +1,175 @@
+"""Sphinx configuration of the bnn-zoo documentation (``make docs``).
+
+The API reference is generated from each module's ``__all__`` (``api/*.rst``, written on every
+build); the example gallery is MyST-markdown notebooks under ``examples/``, executed by myst-nb.
+"""
+
+import importlib
+import os
+import pkgutil
+import socket
+import sys
+from pathlib import Path
+
+import bnn_zoo
+
+HERE = Path(__file__).parent
+
+project = "bnn-zoo"
+author = "the bnn-zoo developers"
+copyright = "the bnn-zoo developers"
+release = version = bnn_zoo.__version__
+
+extensions = [
+    "myst_nb",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "numpydoc",
+    "sphinx.ext.intersphinx",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",
+    "sphinx_copybutton",
+    "sphinx_design",
+]
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "results.md", "alternatives.md", "engine.md", "api.md", "prior_sweep.md"]
+templates_path = ["_templates"]
+html_static_path = ["_static"]
+suppress_warnings = ["config.cache"]  # the intersphinx mapping below is computed, so never cached
+
+# -- Markdown and notebooks -------------------------------------------------------------------
+myst_enable_extensions = ["colon_fence", "dollarmath", "deflist"]
+myst_heading_anchors = 3
+# Every gallery notebook runs in the build; an error in one fails it. ``cache`` re-runs a notebook
+# only when its code changed (docs/_build/.jupyter_cache); BNN_ZOO_DOCS_EXECUTE=off skips running.
+nb_execution_mode = os.environ.get("BNN_ZOO_DOCS_EXECUTE", "cache")
+nb_execution_timeout = 300
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+nb_merge_streams = True
+nb_execution_cache_path = str(HERE / "_build" / ".jupyter_cache")
+nb_execution_excludepatterns = []
+# The MNIST example reads $MNIST_DIR, else the user's cache (downloading there). A checkout with
+# the project's shared data beside it reads that copy.
+_shared_mnist = HERE.parent.parent / "shared" / "data" / "mnist"
+if "MNIST_DIR" not in os.environ and _shared_mnist.is_dir():
+    os.environ["MNIST_DIR"] = str(_shared_mnist)
+
+# -- API reference ----------------------------------------------------------------------------
+autosummary_generate = True
+autodoc_default_options = {"members": True, "show-inheritance": True}
+autodoc_typehints = "none"  # the numpydoc Parameters sections carry the types
+autodoc_member_order = "bysource"
+numpydoc_show_class_members = False
+numpydoc_class_members_toctree = False
+
+SUBPACKAGES = {
+    "models": "Priors and model builders",
+    "inference": "The ADVI engine and posterior handling",
+    "evaluation": "Metrics, pruning, plots and comparison tables",
+    "data": "Data sets: toy, regression, MNIST",
+    "experiments": "The command-line experiments",
+}
+
+
+def public_modules(package: str) -> list:
+    """``package`` and its modules, each with its ``__all__``."""
+    pkg = importlib.import_module(package)
+    names = [package] + sorted(f"{package}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__))
+    return [importlib.import_module(n) for n in names]
+
+
+def own_names(module) -> list[str]:
+    """The names of ``module.__all__`` defined in ``module`` itself (re-exports are documented
+    where they are defined, except at the package's root, the public API)."""
+    names = []
+    for name in getattr(module, "__all__", []):
+        obj = getattr(module, name)
+        home = getattr(obj, "__module__", module.__name__)
+        if module.__name__ == "bnn_zoo" or home == module.__name__ or not callable(obj):
+            names.append(name)
+    return names
+
+
+def api_page(title: str, modules: list) -> str:
+    """One reST page: per module, its docstring, a summary table of its functions and classes
+    (each on a page of its own), and its constants with their ``#:`` comments."""
+    lines = [title, "=" * len(title), ""]
+    for module in modules:
+        heading = f"``{module.__name__}``"
+        lines += [heading, "-" * len(heading), "", f".. automodule:: {module.__name__}",
+                  "   :no-members:", ""]
+        if module.__name__ != "bnn_zoo" and hasattr(module, "__path__"):
+            continue  # a subpackage's names are documented in the modules that define them
+        names = own_names(module)
+        callables = [n for n in names if callable(getattr(module, n))]
+        constants = [n for n in names if not callable(getattr(module, n))]
+        if callables:
+            lines += [f".. currentmodule:: {module.__name__}", "", ".. autosummary::",
+                      "   :toctree: generated/", "   :nosignatures:", ""]
+            lines += [f"   {n}" for n in callables] + [""]
+        for n in constants:
+            value = getattr(module, n)
+            short = isinstance(value, (int, float, str, tuple)) and len(repr(value)) <= 60
+            lines += [f".. autodata:: {module.__name__}.{n}"] + ([] if short else ["   :no-value:"]) + [""]
+    return "\n".join(lines)
+
+
+def write_api_reference() -> None:
+    out = HERE / "api"
+    out.mkdir(exist_ok=True)
+    pages = {"bnn_zoo": api_page("The public API: ``bnn_zoo``", [importlib.import_module("bnn_zoo")])}
+    for sub, title in SUBPACKAGES.items():
+        pages[sub] = api_page(f"{title}: ``bnn_zoo.{sub}``", public_modules(f"bnn_zoo.{sub}"))
+    index = ["API reference", "=============", "",
+             "Every name in a module's ``__all__``, with its numpydoc docstring.", "",
+             ".. toctree::", "   :maxdepth: 2", ""] + [f"   {name}" for name in pages]
+    pages["index"] = "\n".join(index) + "\n"
+    for name, text in pages.items():
+        path = out / f"{name}.rst"
+        if not path.exists() or path.read_text() != text:  # unchanged pages keep Sphinx's cache
+            path.write_text(text)
+
+
+write_api_reference()
+
+# -- Links to the libraries this one builds on ------------------------------------------------
+# Each inventory is used where its site answers; an offline build (CI reaches no documentation
+# site) renders those names as plain text instead of failing on the fetch.
+INTERSPHINX = {
+    "python": "https://docs.python.org/3/",
+    "numpy": "https://numpy.org/doc/stable/",
+    "pymc": "https://www.pymc.io/projects/docs/en/stable/",
+    "arviz": "https://python.arviz.org/en/stable/",
+    "xarray": "https://docs.xarray.dev/en/stable/",
+    "jax": "https://docs.jax.dev/en/latest/",
+    "optax": "https://optax.readthedocs.io/en/latest/",
+    "dask": "https://distributed.dask.org/en/stable/",
+}
+
+
+def reachable(url: str) -> bool:
+    host = url.split("/")[2]
+    try:
+        socket.create_connection((host, 443), timeout=3).close()
+        return True
+    except OSError:
+        return False
+
+
+intersphinx_mapping = {k: (url, None) for k, url in INTERSPHINX.items() if reachable(url)}
+intersphinx_timeout = 10
+if len(intersphinx_mapping) < len(INTERSPHINX):
+    missing = sorted(set(INTERSPHINX) - set(intersphinx_mapping))
+    print(f"intersphinx: offline for {', '.join(missing)}; their names render as plain text", file=sys.stderr)
+
+# -- HTML -------------------------------------------------------------------------------------
+html_theme = "pydata_sphinx_theme"
+html_title = "bnn-zoo"
+html_theme_options = {
+    "navigation_with_keys": False,
+    "show_toc_level": 2,
+    "header_links_before_dropdown": 7,
+    "footer_start": ["copyright"],
+    "footer_end": ["sphinx-version", "theme-version"],
+}
+html_context = {"default_mode": "light"}

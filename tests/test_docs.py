@@ -1,0 +1,136 @@
+"""The documentation's static checks: every public name has a numpydoc docstring that documents
+its parameters, the README stays a guide, and no user-facing page or comment carries dated
+history. ``make docs`` (run by .ci/run) builds the site itself, warnings as errors."""
+
+import importlib
+import inspect
+import pkgutil
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+from numpydoc.docscrape import ClassDoc, FunctionDoc
+
+ROOT = Path(__file__).resolve().parents[1]
+SUBPACKAGES = ["models", "inference", "evaluation", "data", "experiments"]
+SOURCE_DIRS = ["src", *SUBPACKAGES, "benchmarks"]
+
+
+def modules() -> list[str]:
+    names = ["bnn_zoo", "bnn_zoo.cli"]
+    for sub in SUBPACKAGES:
+        pkg = importlib.import_module(f"bnn_zoo.{sub}")
+        names += [pkg.__name__] + [f"{pkg.__name__}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__)]
+    return names
+
+
+def public_objects():
+    """(module, name, object) for each function and class in a module's ``__all__`` that the
+    module defines (re-exports are checked where they are defined)."""
+    out = []
+    for name in modules():
+        module = importlib.import_module(name)
+        for attr in getattr(module, "__all__", []):
+            obj = getattr(module, attr)
+            if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__ == name:
+                out.append(pytest.param(name, attr, obj, id=f"{name}.{attr}"))
+    return out
+
+
+@pytest.mark.parametrize("name", modules())
+def test_every_module_has_a_docstring_and_all(name):
+    module = importlib.import_module(name)
+    assert (module.__doc__ or "").strip(), f"{name} has no module docstring"
+    assert hasattr(module, "__all__"), f"{name} has no __all__"
+    missing = [n for n in module.__all__ if not hasattr(module, n)]
+    assert not missing, f"{name}.__all__ names what the module lacks: {missing}"
+
+
+def _signature(obj) -> list[str]:
+    try:
+        params = inspect.signature(obj).parameters
+    except (TypeError, ValueError):
+        return []
+    return [p for p in params if p not in ("self", "cls")]
+
+
+def _names(section) -> list[str]:
+    return [n.strip().lstrip("*") for item in section for n in item.name.split(",") if n.strip()]
+
+
+@pytest.mark.parametrize(("module", "name", "obj"), public_objects())
+def test_public_names_have_numpydoc_docstrings(module, name, obj):
+    assert (inspect.getdoc(obj) or "").strip(), f"{module}.{name} has no docstring"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpydoc warns on sections it cannot parse
+        doc = ClassDoc(obj) if inspect.isclass(obj) else FunctionDoc(obj)
+    if inspect.isclass(obj) and issubclass(obj, BaseException):
+        return  # an exception takes its message; nothing more to document
+    documented = _names(doc["Parameters"])
+    accepted = documented + (_names(doc["Attributes"]) if inspect.isclass(obj) else [])
+    signature = _signature(obj)
+    missing = [p for p in signature if p not in accepted]
+    extra = [p for p in documented if p not in signature]
+    assert not missing, f"{module}.{name}: parameters without documentation: {missing}"
+    assert not extra, f"{module}.{name}: documented parameters it does not take: {extra}"
+
+
+@pytest.mark.parametrize("name", modules())
+def test_public_constants_are_documented(name):
+    """A constant in ``__all__`` has a ``#:`` comment above its assignment (what autodoc renders)."""
+    module = importlib.import_module(name)
+    source = inspect.getsource(module)
+    for attr in getattr(module, "__all__", []):
+        obj = getattr(module, attr)
+        if callable(obj) or not re.search(rf"^{attr}\s*(:[^=]+)?=", source, re.M):
+            continue  # functions and classes are checked above; re-exports where defined
+        assert re.search(rf"^#:.*\n(#:.*\n)*{attr}\s*(:[^=]+)?=", source, re.M), \
+            f"{name}.{attr} has no '#:' comment above its assignment"
+
+
+def test_readme_is_a_guide_of_at_most_200_lines():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines"
+    text = "\n".join(lines)
+    assert "make demo" in text and "make test" in text
+
+
+# History that belongs in CHANGELOG.md or the git log, never in a page or a comment.
+HISTORY = [r"\b20\d\d-\d\d-\d\d\b", r"\bissue \d+", r"\bearlier (run|session|host)", r"\bprevious session",
+           r"\bon another host", r"\bthis session\b"]
+
+
+def _comments(path: Path) -> str:
+    """The comments and docstrings of a Python file (its code stripped)."""
+    text = path.read_text()
+    comments = re.findall(r"#[^\n]*", text)
+    docstrings = re.findall(r'"""(.*?)"""', text, re.S)
+    return "\n".join(comments + docstrings)
+
+
+def user_facing_texts():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), ROOT / "benchmarks" / "README.md"]
+    pages = [p for p in pages if "_build" not in p.parts and p.exists()]
+    sources = [p for d in SOURCE_DIRS for p in sorted((ROOT / d).rglob("*.py"))]
+    return [pytest.param(p, id=str(p.relative_to(ROOT))) for p in pages + sources]
+
+
+@pytest.mark.parametrize("path", user_facing_texts())
+def test_no_dated_history_in_pages_or_comments(path):
+    text = path.read_text() if path.suffix == ".md" else _comments(path)
+    patterns = HISTORY
+    if path.name == "benchmarks.md":  # each benchmark's table names the host and date of its run
+        patterns = HISTORY[1:]
+    found = [m.group(0) for p in patterns for m in re.finditer(p, text, re.I)]
+    assert not found, f"{path.relative_to(ROOT)} carries history: {found[:5]}"
+
+
+def test_every_gallery_notebook_is_in_the_gallery():
+    gallery = ROOT / "docs" / "examples"
+    index = (gallery / "index.md").read_text()
+    notebooks = sorted(p.stem for p in gallery.glob("*.md") if p.name != "index.md")
+    assert len(notebooks) >= 7
+    for stem in notebooks:
+        assert re.search(rf"^{stem}$", index, re.M), f"{stem} is missing from the gallery's toctree"
+        assert "kernelspec:" in (gallery / f"{stem}.md").read_text(), f"{stem} is not a MyST notebook"
