@@ -279,7 +279,7 @@ def main(argv=None) -> int:
                 sys.exit(f"python -m benchmarks.advi_speed: error: {name} loss is {last}")
     ms = {name: float(np.median(t)) for name, t in timings.items()}
     # Each block's engine time over the deterministic time of the same round: the machine's
-    # drift within a run (+-15% here) moves both, so their median ratio varies less.
+    # drift within a run moves both, so their median ratio varies less.
     blockwise = float(np.median(np.array(timings["engine"]) / np.array(timings["deterministic"])))
 
     device = jax.devices()[0]

@@ -227,9 +227,9 @@ def test_bnn_zoo_runs_the_sweep_and_the_report(tmp_path):
 
 
 def test_the_picks_benchmarks_warm_restart_decays_twice():
-    """benchmarks.toy_picks --restart-peak: the defaults' rate until the pick's step, decayed to
+    """benchmarks.studies.toy_picks --restart-peak: the defaults' rate until the pick's step, decayed to
     the final rate there, then restarted at the peak and decayed to the same rate by the end."""
-    from benchmarks.toy_picks import warm_restart
+    from benchmarks.studies.toy_picks import warm_restart
 
     cfg = toy.ToyConfig(steps=10_000, lr=0.05, lr_final=0.01)
     rate, _ = warm_restart(cfg, 0.02)

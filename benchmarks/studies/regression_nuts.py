@@ -1,6 +1,7 @@
 """Mean-field ADVI against NUTS on a regression task: how much out-of-range uncertainty q loses.
 
-    python -m benchmarks.regression_nuts [--task sine] [--draws 1000] [--tune 1500] [--chains 2]
+    python -m benchmarks.studies.regression_nuts [--task sine] [--draws 1000] [--tune 1500] [--chains 2]
+        [--json benchmarks/results/studies/regression_nuts_sine_cpu.json]
 
 Fits the task's model with ``bnn-zoo regression``'s settings (beta 1, its
 architecture) by mean-field ADVI, once and as the experiment's default
@@ -8,7 +9,7 @@ mixture of restarts (5 for the sine wave), then samples
 the same PyMC model with NUTS (NumPyro's sampler), one chain after the
 other. For each posterior it prints the in-range RMSE of the predictive mean
 and the mean sd of the network output inside and outside the data range,
-and their ratio (``sd_ratio_out_in``, the issue's target is >= 3): the NUTS
+and their ratio (``sd_ratio_out_in``, whose target is >= 3): the NUTS
 chains separately, since a BNN's chains explore different modes and do not
 mix. A slow reference (minutes), not part of the test suite.
 """

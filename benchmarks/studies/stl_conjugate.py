@@ -1,6 +1,7 @@
 """The path-derivative ("sticking the landing") gradient on a conjugate model: its variance and final error.
 
-    python -m benchmarks.stl_conjugate [--steps 5000] [--seeds 5] [--json FILE]
+    python -m benchmarks.studies.stl_conjugate [--steps 5000] [--seeds 5]
+        [--json benchmarks/results/studies/stl_conjugate.json]
 
 Bayesian linear regression with 5 features of pairwise correlation 0.8 and
 200 points (:func:`bnn_zoo.models.linear.linear_regression`), whose
@@ -64,7 +65,7 @@ def errors(result, post) -> tuple[float, float]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.stl_conjugate",
+    p = argparse.ArgumentParser(prog="python -m benchmarks.studies.stl_conjugate",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=5000)
     p.add_argument("--seeds", type=int, default=5)

@@ -1,6 +1,6 @@
 """ADVI step time of the seed-004 toy BNN: the JAX engine and PyMC's step on each pytensor backend.
 
-    python -m benchmarks.toy_backends [--steps 5000] [--dataset moons]
+    python -m benchmarks.studies.toy_backends [--steps 5000] [--dataset moons]
 
 Prints compile time, ms/step and the ratio to PyMC's step on numba (the
 reference engine's default backend), all measured in this run on the same

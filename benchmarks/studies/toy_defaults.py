@@ -7,22 +7,22 @@ Two sweeps, then this summary (about 20 minutes on 2 cores)::
     bnn-zoo sweep --out sweeps/defaults $S && bnn-zoo sweep --out sweeps/defaults $C
     R="--steps 30000 --restarts 5 --pick-at 0 --init-offset 1000 --float32"
     bnn-zoo sweep --out sweeps/reference $S $R && bnn-zoo sweep --out sweeps/reference $C $R
-    python -m benchmarks.toy_defaults sweeps/defaults sweeps/reference
+    python -m benchmarks.studies.toy_defaults sweeps/defaults sweeps/reference
 
 Other settings against the same reference, e.g. 16 restarts picked at 80%
 of the steps (about 6.5 times the defaults' steps), without rerunning it::
 
     X="--restarts 16 --pick-at 0.8 --float32"
     bnn-zoo sweep --out sweeps/r16 $S $X && bnn-zoo sweep --out sweeps/r16 $C $X
-    python -m benchmarks.toy_defaults sweeps/r16 benchmarks/results/toy_defaults.csv --name toy_restarts16.csv
+    python -m benchmarks.studies.toy_defaults sweeps/r16 benchmarks/results/studies/toy_defaults.csv --name toy_restarts16.csv
 
-After a change that touches some pairs only (e.g. the inverse-gamma
-hyperprior's parameters), the reference of those pairs alone, with the
-earlier table's for the rest::
+When a change of the model touches some pairs only (e.g. the inverse-gamma
+hyperprior's parameters), the reference of those pairs alone, with a stored
+table's reference for the rest::
 
     R="$R --priors cauchy,laplace,normal --hyperpriors inversegamma"
     bnn-zoo sweep --out sweeps/reference-ig $M $R && bnn-zoo sweep --out sweeps/reference-ig $N $R
-    python -m benchmarks.toy_defaults sweeps/defaults benchmarks/results/toy_defaults.csv sweeps/reference-ig
+    python -m benchmarks.studies.toy_defaults sweeps/defaults benchmarks/results/studies/toy_defaults.csv sweeps/reference-ig
 
 (``M`` and ``N``: ``S`` and ``C`` without ``--all-priors``, which takes
 every pair.) The defaults sweep fits as ``bnn-zoo moons`` does (float64);
@@ -35,7 +35,7 @@ fit of ``bnn-zoo moons``/``circles`` (its accuracy and NLL, the Bayes-optimal
 classifier's on the same points, its convergence test, its q's ELBO), and a
 reference, the best ELBO of 5 fits three times as long from other initial
 means. Writes ``toy_defaults.csv`` (one row per data set, noise, seed and
-pair) into ``--out`` and prints the issue's three checks:
+pair) into ``--out`` and prints three checks:
 
 - the default pair (normal-inversegamma) within 1.5 accuracy points of the
   Bayes-optimal classifier at every noise level (its worst seed);
@@ -69,12 +69,12 @@ def load(folder: Path) -> pd.DataFrame:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.toy_defaults", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.studies.toy_defaults", description=__doc__.splitlines()[0])
     p.add_argument("defaults", type=Path, help="the sweep at the toy experiment's defaults")
     p.add_argument("reference", type=Path, nargs="+", help="the sweep of longer fits from other initial "
                    "means, or a table this command wrote (its reference_elbo column); of several, a later "
                    "one's fits replace an earlier one's of the same case")
-    p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    p.add_argument("--out", type=Path, default=Path("benchmarks/results/studies"))
     p.add_argument("--name", default="toy_defaults.csv", help="the table's file name in --out")
     args = p.parse_args(argv)
     default = load(args.defaults)

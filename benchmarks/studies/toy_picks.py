@@ -1,6 +1,6 @@
 """When can an early pick tell which restart will reach the better optimum?
 
-For the cases of a ``benchmarks.toy_defaults`` table whose default fit fell
+For the cases of a ``benchmarks.studies.toy_defaults`` table whose default fit fell
 more than 3 nats short of the reference (and the default pair's worst seed),
 fit ``--restarts`` restarts to the end at the toy defaults, keep their ELBO
 traces, and replay pick rules on them: each restart's trajectory is its own
@@ -8,7 +8,7 @@ traces, and replay pick rules on them: each restart's trajectory is its own
 ``K`` and running it on gives exactly that restart's end. About 6 minutes on
 2 cores for the 13 cases of ``toy_defaults.csv`` at 16 restarts::
 
-    python -m benchmarks.toy_picks benchmarks/results/toy_defaults.csv
+    python -m benchmarks.studies.toy_picks benchmarks/results/studies/toy_defaults.csv
 
 Prints, per case, how far each rule's pick ends below the reference's ELBO,
 and how many cases each rule brings within 3 nats; writes every restart's
@@ -19,7 +19,7 @@ the defaults' one cosine decay: the rate decays (cosine) from ``--lr`` to
 its final value by the default pick's step, 2,000, so that the restarts are
 compared near their optima, and then again from ``RATE`` over the rest::
 
-    python -m benchmarks.toy_picks benchmarks/results/toy_defaults.csv --restart-peak 0.05 --name toy_picks_warm0.05.csv
+    python -m benchmarks.studies.toy_picks benchmarks/results/studies/toy_defaults.csv --restart-peak 0.05 --name toy_picks_warm0.05.csv
 """
 
 from __future__ import annotations
@@ -65,12 +65,12 @@ def warm_restart(cfg, peak: float) -> tuple[optax.Schedule, str]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.toy_picks", description=__doc__.splitlines()[0])
-    p.add_argument("table", type=Path, help="a table of benchmarks.toy_defaults (its cases and reference_elbo)")
+    p = argparse.ArgumentParser(prog="python -m benchmarks.studies.toy_picks", description=__doc__.splitlines()[0])
+    p.add_argument("table", type=Path, help="a table of benchmarks.studies.toy_defaults (its cases and reference_elbo)")
     p.add_argument("--restarts", type=int, default=16)
     p.add_argument("--restart-peak", type=float, default=None,
                    help="the rate of a warm restart at the default pick's step (default: none, the defaults)")
-    p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    p.add_argument("--out", type=Path, default=Path("benchmarks/results/studies"))
     p.add_argument("--name", default="toy_picks.csv", help="the rows' file name in --out")
     args = p.parse_args(argv)
     if args.restarts < 6:

@@ -1,6 +1,6 @@
 """Over many seeds: is a toy fit's gap to the Bayes-optimal classifier its optimiser's or its data's?
 
-``benchmarks/toy_defaults.py`` checks the issue's targets on 3 seeds. This
+``benchmarks.studies.toy_defaults`` checks the defaults' targets on 3 seeds. This
 compares settings of the same fits on more seeds: if a setting that spends
 many more steps on finding the optimum (16 restarts picked at 80% of the
 steps) ends at the defaults' ELBO and still misses the target, the miss is
@@ -14,13 +14,13 @@ minutes on 2 cores::
     bnn-zoo sweep --out sweeps/seeds-r16 $S $X && bnn-zoo sweep --out sweeps/seeds-r16 $C $X
     P="--datasets moons --noise 0.4,0.5 --seeds 10 --priors normal,laplace,cauchy --hyperpriors fixed,inversegamma"
     bnn-zoo sweep --out sweeps/seeds $P
-    python -m benchmarks.toy_seeds defaults=sweeps/seeds r16@0.8=sweeps/seeds-r16 --name toy_seeds_restarts.csv
+    python -m benchmarks.studies.toy_seeds defaults=sweeps/seeds r16@0.8=sweeps/seeds-r16 --name toy_seeds_restarts.csv
 
-and against a store of the same sweeps made before a change to the model
-(``toy_seeds_hyperprior.csv``: the toy's inverse-gamma hyperprior, against
-the registry's that the toy experiments used before)::
+and two models against each other, from stores of the same sweeps made
+with each (``toy_seeds_hyperprior.csv``: the toy's InverseGamma(3, 4)
+hyperprior against the registry's InverseGamma(3, 2))::
 
-    python -m benchmarks.toy_seeds "ig(3,2)=sweeps/seeds-before" "ig(3,4)=sweeps/seeds" --name toy_seeds_hyperprior.csv
+    python -m benchmarks.studies.toy_seeds "ig(3,2)=sweeps/seeds-ig32" "ig(3,4)=sweeps/seeds" --name toy_seeds_hyperprior.csv
 
 (there the ELBOs of the two are of different models: compare accuracies).
 Writes ``toy_seeds.csv`` (one row per setting, data set, noise, seed and
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.toy_defaults import CASE, load
+from benchmarks.studies.toy_defaults import CASE, load
 from bnn_zoo.inference.io import atomic_write
 
 COLUMNS = ["accuracy", "bayes_accuracy", "elbo_q", "converged", "fit_seconds"]
@@ -54,11 +54,11 @@ def setting(text: str) -> tuple[str, Path]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.toy_seeds", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.studies.toy_seeds", description=__doc__.splitlines()[0])
     p.add_argument("settings", type=setting, nargs="+", metavar="NAME=FOLDER",
                    help="a sweep's store and the name of its setting; the first is the baseline")
     p.add_argument("--target", type=float, default=1.5, help="accuracy points from Bayes")
-    p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    p.add_argument("--out", type=Path, default=Path("benchmarks/results/studies"))
     p.add_argument("--name", default="toy_seeds.csv", help="the table's file name in --out")
     args = p.parse_args(argv)
     tables = [load(folder)[CASE + COLUMNS].assign(setting=name) for name, folder in args.settings]
