@@ -124,6 +124,13 @@ def write_api_reference() -> None:
              "Every name in a module's ``__all__``, with its numpydoc docstring.", "",
              ".. toctree::", "   :maxdepth: 2", ""] + [f"   {name}" for name in pages]
     pages["index"] = "\n".join(index) + "\n"
+    # autosummary's pages of names no longer public would stay behind, outside every toctree
+    generated = out / "generated"
+    listed = {line.strip() for text in pages.values() for line in text.splitlines()}
+    for page in generated.glob("*.rst") if generated.exists() else []:
+        module, _, name = page.stem.rpartition(".")
+        if name not in listed or f".. currentmodule:: {module}" not in listed:
+            page.unlink()
     for name, text in pages.items():
         path = out / f"{name}.rst"
         if not path.exists() or path.read_text() != text:  # unchanged pages keep Sphinx's cache

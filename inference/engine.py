@@ -76,7 +76,7 @@ def _permutation(key, epoch, n):
 
 
 def batch_indices(seed: int, n: int, batch_size: int, steps: int) -> np.ndarray:
-    """The rows the engine's minibatches take in steps ``0 .. steps - 1``.
+    """The rows the engine's minibatches take in the steps from 0 to ``steps - 1``.
 
     For benchmarks that feed other implementations the same batches.
 
