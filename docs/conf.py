@@ -31,7 +31,7 @@ extensions = [
     "sphinx_copybutton",
     "sphinx_design",
 ]
-exclude_patterns = ["_build", "**.ipynb_checkpoints", "results.md", "alternatives.md", "engine.md", "api.md", "prior_sweep.md"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 templates_path = ["_templates"]
 html_static_path = ["_static"]
 suppress_warnings = ["config.cache"]  # the intersphinx mapping below is computed, so never cached
@@ -172,6 +172,7 @@ if len(intersphinx_mapping) < len(INTERSPHINX):
 # -- HTML -------------------------------------------------------------------------------------
 html_theme = "pydata_sphinx_theme"
 html_title = "bnn-zoo"
+html_css_files = ["custom.css"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,

@@ -71,7 +71,7 @@ def test_a_dask_cluster_gives_the_in_process_results(tmp_path):
 
 
 def test_the_toy_inverse_gamma_is_its_own_and_part_of_a_records_key(monkeypatch):
-    """The toy experiments' hierarchical scales are InverseGamma(3, 4) (mode 1, docs/results.md),
+    """The toy experiments' hierarchical scales are InverseGamma(3, 4) (mode 1, docs/reproductions.md),
     written to metrics.json; a sweep keeps no record fitted under other parameters."""
     import pymc as pm
     import scipy.stats as st
