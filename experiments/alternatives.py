@@ -8,8 +8,10 @@ Each method runs in its own process, one after another (``--processes 0``:
 in this one), so that its wall time and peak memory are its own. A method's
 predictions go to ``<out>/draws/<key>.nc`` and its record to
 ``<out>/records/<key>.parquet`` (the sweep store's layout; a run skips the
-methods already there), then the comparison to ``<out>/methods.csv`` and
-``<out>/methods.md``, and the figures to ``--figures``.
+methods already there), where ``<key>`` is ``<benchmark>-<case>-s<seed>-<method>``.
+Then each case's comparison goes to ``<out>/<benchmark>-<case>-s<seed>.csv``
+and ``.md`` (MNIST adds ``..._shift.csv``, the metrics per rotation and
+out-of-distribution set), and its figures to ``--figures``.
 
 Methods (``--methods``): NUTS (``pm.sample`` with NumPyro), mean-field ADVI
 with the experiment's defaults (``advi``), full-rank ADVI from it
@@ -34,18 +36,49 @@ import numpy as np
 
 from bnn_zoo.experiments.cli import UsageError, check_writable, names, nonneg_int, positive_int
 
+__all__ = ["BENCHES", "BENCHMARKS", "METHODS", "MNIST", "NOT_ON", "REGRESSION_TASKS", "Benchmark", "Regression",
+           "Spec", "Toy", "build_parser", "compare", "load_draws", "main", "peak_rss_mb", "posterior",
+           "predictions", "run_one", "specs"]
+
+#: The methods ``--methods`` chooses from, in the order they run and appear in the tables.
 METHODS = ("nuts", "advi", "fullrank_advi", "advi_mixture", "advi_best_prior", "sgld", "csgld", "ensemble",
            "mc_dropout", "swag")
+#: The benchmarks, the command's positional argument.
 BENCHMARKS = ("toy", "regression", "mnist")
-# NUTS and full-rank q do not scale to the MLP's 478,410 weights; the prior study was on toy data.
+#: The methods each benchmark does not run: NUTS and a full-rank q do not scale to the MNIST
+#: MLP's 478,410 weights, and the prior study that picks ``advi_best_prior``'s pair was on toy data.
 NOT_ON = {"mnist": ("nuts", "fullrank_advi", "advi_best_prior", "advi_mixture"),
           "regression": ("advi_best_prior",)}
+#: The regression cases (``--cases``): the sine, Blundell's curve, and the sine with a gap.
 REGRESSION_TASKS = ("sine", "blundell", "gap")
 
 
 @dataclass(frozen=True)
 class Spec:
-    """One benchmark case: what a worker process needs to rebuild its data and models."""
+    """One benchmark case: what a worker process needs to rebuild its data and models.
+
+    Parameters
+    ----------
+    benchmark : {"toy", "regression", "mnist"}
+        The benchmark.
+    case : str
+        ``"moons"`` or ``"circles"`` (toy), a name of :data:`REGRESSION_TASKS`, or ``"mlp2x400"``
+        (MNIST).
+    seed : int, default 0
+        The data's and every method's seed.
+    quick : bool, default False
+        Tiny data and few steps (what the tests run).
+    noise : float, default 0.2
+        The toy data's noise.
+    data_dir : str, optional
+        MNIST's folder (default ``$MNIST_DIR`` or a download).
+    epochs : int, default 10
+        MNIST: epochs of every method.
+    limit_train : int, optional
+        MNIST: use the first ``limit_train`` training images.
+    options : dict, default {}
+        Extra settings; not part of the case's identity.
+    """
 
     benchmark: str
     case: str  # "moons" / a regression task / "mlp2x400"
@@ -59,6 +92,7 @@ class Spec:
 
     @property
     def key_prefix(self) -> str:
+        """``<benchmark>-<case>-s<seed>`` (``-quick`` added): the start of the case's record keys."""
         return f"{self.benchmark}-{self.case}-s{self.seed}{'-quick' if self.quick else ''}"
 
 
@@ -66,25 +100,35 @@ class Spec:
 
 
 class Benchmark:
-    """A benchmark case's data, PyMC model, prediction inputs and per-method settings."""
+    """A benchmark case's data, PyMC model, prediction inputs and per-method settings.
+
+    A subclass sets ``settings`` (each method's keyword arguments) and ``dropout_data`` (MC
+    dropout's network and data) in its ``__init__``, and defines :meth:`model` and :meth:`inputs`.
+    """
 
     var = "p"  # the predicted variable
     prior = ("normal", "fixed")
 
     def model(self, prior: tuple[str, str]):
+        """The case's PyMC model under ``prior``, a (weight prior, hyperprior) pair of names."""
         raise NotImplementedError
 
     def inputs(self) -> dict[str, np.ndarray]:
+        """The input sets every method predicts at, by name (``"test"`` among them)."""
         raise NotImplementedError
 
 
 class Toy(Benchmark):
-    """Moons (or circles), a 2-5-5-2 tanh net with N(0, 1) weights: the issue's NUTS setting.
+    """Moons (or circles), a 2-5-5-2 tanh net with N(0, 1) weights, where NUTS is the reference.
 
-    The step sizes of SGLD (0.03-1), cyclical SGLD (0.1-1) and SWAG (0.05-0.5)
-    were each chosen from 3-4 values by their agreement with NUTS on seed 0
-    (docs/alternatives.md): a best case, which a user without a reference
-    cannot tune to. ADVI runs with the toy experiment's defaults.
+    The step sizes of SGLD, cyclical SGLD and SWAG are each chosen from 3-4 values by their
+    agreement with NUTS on seed 0 (docs/user_guide/alternatives.md): a best case, which a user
+    without a reference cannot tune to. ADVI runs with the toy experiment's defaults.
+
+    Parameters
+    ----------
+    spec : Spec
+        The case.
     """
 
     GRID = 60
@@ -109,7 +153,7 @@ class Toy(Benchmark):
             "swag": dict(map_steps=steps, map_lr=0.01, steps=200 if spec.quick else 5_000, lr=0.1,
                          batch_size=50, collect_every=10, rank=20, draws=100 if spec.quick else 1000),
         }
-        self.best_prior = ("laplace", "fixed")  # best by held-out ELPD at moons 0.2 (docs/prior_sweep.md)
+        self.best_prior = ("laplace", "fixed")  # best by held-out ELPD at moons 0.2 (docs/user_guide/comparing_priors.md)
         self.dropout_data = dict(X=self.split.X_train, y=self.split.y_train, kind="classifier", hidden=(5, 5),
                                  activation="tanh")
 
@@ -123,6 +167,14 @@ class Toy(Benchmark):
 
 
 class Regression(Benchmark):
+    """A 1-D regression task, with the regression experiment's architecture and ADVI settings.
+
+    Parameters
+    ----------
+    spec : Spec
+        The case (``"gap"``: the sine with :data:`bnn_zoo.data.regression.GAP` left out).
+    """
+
     var = "mu"
 
     def __init__(self, spec: Spec):
@@ -163,7 +215,16 @@ class Regression(Benchmark):
 
 
 class MNIST(Benchmark):
-    """The 2x400 ReLU MLP of the reproduction table, N(0, 1) weights, on flat [0, 1] images, in float32."""
+    """The 2x400 ReLU MLP of the reproduction table, N(0, 1) weights, on flat [0, 1] images, in float32.
+
+    Every method predicts the test images rotated by :attr:`ANGLES` and the out-of-distribution
+    sets of :func:`bnn_zoo.data.shift.ood_sets`.
+
+    Parameters
+    ----------
+    spec : Spec
+        The case (its epochs, training images and data folder).
+    """
 
     ANGLES = tuple(range(0, 181, 15))
     HIDDEN = (400, 400)
@@ -211,6 +272,7 @@ class MNIST(Benchmark):
         return self.sets
 
 
+#: Each benchmark's class.
 BENCHES = {"toy": Toy, "regression": Regression, "mnist": MNIST}
 
 
@@ -246,7 +308,29 @@ def _advi(model, s: dict, method: str, seed: int):
 
 
 def posterior(bench: Benchmark, method: str, seed: int):
-    """``(model, DataTree)``: the method's posterior draws on the benchmark's model."""
+    """A method's posterior draws on the benchmark's model (any method but MC dropout).
+
+    Parameters
+    ----------
+    bench : Benchmark
+        The case.
+    method : str
+        A name of :data:`METHODS` other than ``"mc_dropout"``.
+    seed : int
+        The method's seed.
+
+    Returns
+    -------
+    model : pymc.Model
+        The model (``advi_best_prior``: under the case's best prior pair).
+    tree : xarray.DataTree
+        The posterior draws, with how the fit went in its ``attrs``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown method.
+    """
     from bnn_zoo.inference import alternatives as alt
 
     prior = getattr(bench, "best_prior", bench.prior) if method == "advi_best_prior" else bench.prior
@@ -266,8 +350,26 @@ def posterior(bench: Benchmark, method: str, seed: int):
 
 
 def predictions(bench: Benchmark, method: str, seed: int) -> tuple[dict, dict]:
-    """``({input set: draws array}, info)``: the method's predictive draws of ``bench.var`` (and
-    ``sigma`` for a regressor) at each input set, and how the fit went."""
+    """A method's predictive draws at each of the benchmark's input sets, and how the fit went.
+
+    Parameters
+    ----------
+    bench : Benchmark
+        The case.
+    method : str
+        A name of :data:`METHODS`.
+    seed : int
+        The method's seed.
+
+    Returns
+    -------
+    arrays : dict of str to numpy.ndarray
+        ``"<input set>/<variable>"``: draws x points (x classes) of ``bench.var`` (and ``sigma``
+        for a regressor), in float32, chains flattened into draws.
+    info : dict
+        Fit and prediction seconds, the fit's peak memory, the chains, convergence, and for NUTS
+        the predictions' r-hat.
+    """
     from bnn_zoo import predict
     from bnn_zoo.inference import dropout
 
@@ -306,6 +408,13 @@ _peak_seen = 0.0  # MB: the largest reading so far in this process
 def peak_rss_mb() -> float:
     """This process's own peak resident memory so far, in MB (never less than an earlier reading).
 
+    Returns
+    -------
+    float
+        The peak, in MB.
+
+    Notes
+    -----
     On Linux, ``VmHWM`` of ``/proc/self/status``. Not ``ru_maxrss``: Linux
     carries a process's peak across fork and exec into its children, so a
     spawned worker's ``ru_maxrss`` is at least its parent's peak. ``VmHWM``
@@ -341,7 +450,24 @@ def _nuts_checks(pred: np.ndarray) -> dict:
 
 
 def run_one(spec: Spec, method: str, out: str) -> dict:
-    """Fit, predict and store one method (in a worker process: its time and memory are its own)."""
+    """Fit, predict and store one method (in a worker process: its time and memory are its own).
+
+    Parameters
+    ----------
+    spec : Spec
+        The case.
+    method : str
+        A name of :data:`METHODS`.
+    out : str
+        The store's folder: the draws go to ``draws/<key>.nc``, the record to
+        ``records/<key>.parquet``.
+
+    Returns
+    -------
+    dict
+        The record: the key, case and method, :func:`predictions`' info, the seconds and the
+        peak memory before the fit and at the end.
+    """
     import xarray as xr
 
     from bnn_zoo.experiments import runner, sweep
@@ -368,6 +494,20 @@ def run_one(spec: Spec, method: str, out: str) -> dict:
 
 
 def load_draws(out: Path, key: str) -> dict[str, np.ndarray]:
+    """A stored method's predictive draws, as :func:`run_one` wrote them.
+
+    Parameters
+    ----------
+    out : pathlib.Path
+        The store's folder.
+    key : str
+        The record's key, ``<benchmark>-<case>-s<seed>-<method>``.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        ``"<input set>/<variable>"``: the draws.
+    """
     import xarray as xr
 
     with xr.open_dataset(out / "draws" / f"{key}.nc") as ds:
@@ -378,7 +518,30 @@ def load_draws(out: Path, key: str) -> dict[str, np.ndarray]:
 
 
 def compare(spec: Spec, bench: Benchmark, out: Path, methods: list[str], figures: Path) -> "pd.DataFrame":
-    """The benchmark's table (methods as rows), written to ``out``; and its figures."""
+    """The benchmark's table (methods as rows), written to ``out``; and its figures.
+
+    Writes ``<out>/<key prefix>.csv`` and ``.md`` (and, for MNIST, ``<key prefix>_shift.csv``), and
+    the figures of :func:`bnn_zoo.evaluation.alternatives.figures` into ``figures``.
+
+    Parameters
+    ----------
+    spec : Spec
+        The case.
+    bench : Benchmark
+        The case's data and inputs.
+    out : pathlib.Path
+        The store's folder, with every method's draws and record.
+    methods : list of str
+        The methods to compare.
+    figures : pathlib.Path
+        The figures' folder.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The table: :func:`bnn_zoo.evaluation.alternatives.table`'s metrics, and each method's
+        seconds, peak memory and checks.
+    """
     import pandas as pd
 
     from bnn_zoo.evaluation import alternatives as report
@@ -409,6 +572,18 @@ def compare(spec: Spec, bench: Benchmark, out: Path, methods: list[str], figures
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
+    """The command's flags.
+
+    Parameters
+    ----------
+    prog : str
+        The command's name in help and errors.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The parser.
+    """
     p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("benchmark", choices=BENCHMARKS)
     p.add_argument("--methods", type=names(METHODS), default=None,
@@ -430,6 +605,23 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def specs(args) -> list[Spec]:
+    """The cases a command line asks for.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags.
+
+    Returns
+    -------
+    list of Spec
+        One per case of ``--cases`` (MNIST: one).
+
+    Raises
+    ------
+    bnn_zoo.experiments.cli.UsageError
+        For an unknown case, or a ``--noise`` outside (0, 10).
+    """
     if args.benchmark == "toy":
         cases = (args.cases or "moons").split(",")
         bad = [c for c in cases if c not in ("moons", "circles")]
@@ -447,6 +639,21 @@ def specs(args) -> list[Spec]:
 
 
 def main(argv=None, prog: str = "bnn-zoo alternatives") -> int:
+    """Run ``bnn-zoo alternatives``: every method not stored yet, then each case's comparison.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The flags; default ``sys.argv[1:]``.
+    prog : str, default "bnn-zoo alternatives"
+        The command's name in help and errors.
+
+    Returns
+    -------
+    int
+        The exit code: 0 on success, 2 on a bad flag value, a missing MNIST or an unwritable
+        folder (one line on stderr, before any fit).
+    """
     from bnn_zoo.experiments.sweep import Store
 
     args = build_parser(prog).parse_args(argv)

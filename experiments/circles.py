@@ -1,8 +1,17 @@
-"""``bnn-zoo circles``: seed 004's hierarchical BNN on the circles data set."""
+"""``python -m bnn_zoo.experiments.circles``: seed 004's hierarchical BNN on the circles data set.
+
+The toy experiment (:mod:`~bnn_zoo.experiments.toy`) run on circles alone,
+with the same flags and results as ``bnn-zoo circles``, which
+:mod:`bnn_zoo.cli` dispatches to ``bnn_zoo.experiments.toy.main`` directly.
+"""
 
 import sys
 
 from bnn_zoo.experiments.toy import main
+
+# A script: its one import, toy's ``main``, runs both data sets unless told which, so it is not
+# offered as this module's own.
+__all__ = []
 
 if __name__ == "__main__":
     sys.exit(main(dataset="circles"))

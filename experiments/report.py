@@ -10,10 +10,17 @@ Reads the sweep's ``fits.parquet`` and writes into ``SWEEP_DIR/report/``
   (paired over seeds), per noise level;
 - ``hyperprior_effect.png``: each hyperprior's gain over the fixed scale
   against the noise;
-- ``loo_vs_test.png``: PSIS-LOO against the held-out ELPD (per point),
-  coloured by the share of Pareto k above 0.7;
+- ``loo_vs_test.png``: PSIS-LOO against the held-out ELPD (per point), one
+  dot per fit, coloured by the share of its Pareto k above 0.7;
 - ``summary.md``: the tables behind them and the verdict on seed 004's
-  conclusions, in words, with the numbers; ``*.csv``: the tables.
+  conclusions, in words, with the numbers; ``gaps.csv``,
+  ``elpd_differences.csv``, ``hyperprior_effects.csv``, ``effect_trend.csv``
+  and ``loo_agreement.csv``: the tables.
+
+:func:`main` is the command; :func:`write_report` does the work for a
+notebook or a script. The statistics come from
+:mod:`~bnn_zoo.evaluation.sweeps`, the figures from
+:mod:`~bnn_zoo.evaluation.plots`.
 """
 
 from __future__ import annotations
@@ -24,10 +31,28 @@ from pathlib import Path
 
 from bnn_zoo.experiments.cli import HelpFormatter, Parser, UsageError, check_writable
 
+__all__ = ["HYPER_STYLE", "build_parser", "load", "main", "verdict", "write_report"]
+
+#: The line style of each hyperprior in the report's line figures (``gap_vs_noise.png``,
+#: ``elpd_differences.png``, ``hyperprior_effect.png``); colour tells the weight priors apart.
 HYPER_STYLE = {"fixed": "-", "halfnormal": "--", "halfcauchy": ":", "inversegamma": "-."}
 
 
 def build_parser(prog: str = "bnn-zoo report") -> Parser:
+    """The command line of ``bnn-zoo report``: the sweep's folder and ``--out``.
+
+    Parameters
+    ----------
+    prog : str, default "bnn-zoo report"
+        The program's name in usage and error messages.
+
+    Returns
+    -------
+    Parser
+        The parser; its arguments are ``sweep`` (a :class:`~pathlib.Path`)
+        and ``out`` (a :class:`~pathlib.Path`, or ``None`` for
+        ``SWEEP/report``).
+    """
     p = Parser(prog=prog, description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     p.add_argument("sweep", type=Path, help="a bnn-zoo sweep --out folder")
     p.add_argument("--out", type=Path, default=None, help="where to write (default: SWEEP/report)")
@@ -35,6 +60,26 @@ def build_parser(prog: str = "bnn-zoo report") -> Parser:
 
 
 def load(folder: Path):
+    """A sweep's table of fits, checked, with the columns the report adds.
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        A ``bnn-zoo sweep --out`` folder, holding ``fits.parquet``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per fit, with ``pair`` (``"prior-hyperprior"``) and the held-out
+        and PSIS-LOO ELPD per point (``elpd_test_mean``, ``elpd_loo_mean``)
+        added (:func:`bnn_zoo.evaluation.sweeps.with_pairs`).
+
+    Raises
+    ------
+    UsageError
+        If ``folder`` has no ``fits.parquet``, the table lacks a column the
+        report needs, or it has a single seed (the intervals are over seeds).
+    """
     import pandas as pd
 
     from bnn_zoo.evaluation import sweeps
@@ -52,7 +97,40 @@ def load(folder: Path):
 
 
 def verdict(effects, trend, gaps, diffs, agreement) -> list[str]:
-    """Seed 004's conclusions against the sweep, in words."""
+    """Seed 004's conclusions against the sweep, in words.
+
+    The tables are :mod:`~bnn_zoo.evaluation.sweeps`' of the sweep's table
+    (as :func:`write_report` makes them); the lines answer, with their
+    numbers: do hyperpriors beat a fixed scale, does their gain grow with
+    the noise (per data set), which pair is best (per data set), how far
+    the default pair is from the Bayes-optimal classifier, and whether
+    PSIS-LOO (and K-fold CV, where the sweep has it) ranks the pairs as the
+    held-out ELPD does.
+
+    Parameters
+    ----------
+    effects : pandas.DataFrame
+        Each hyperprior's gain over the fixed scale
+        (:func:`~bnn_zoo.evaluation.sweeps.hyperprior_effects`).
+    trend : pandas.DataFrame
+        The gain's slope on the noise, per data set
+        (:func:`~bnn_zoo.evaluation.sweeps.effect_trend`).
+    gaps : pandas.DataFrame
+        Each pair's accuracy gap to the Bayes-optimal classifier
+        (:func:`~bnn_zoo.evaluation.sweeps.pair_gaps`).
+    diffs : pandas.DataFrame
+        Each pair's held-out ELPD minus the best pair's
+        (:func:`~bnn_zoo.evaluation.sweeps.elpd_differences`).
+    agreement : pandas.DataFrame
+        PSIS-LOO's agreement with the held-out ELPD
+        (:func:`~bnn_zoo.evaluation.sweeps.loo_agreement`).
+
+    Returns
+    -------
+    list of str
+        Markdown bullet lines, one per question (and per data set where
+        the answer is).
+    """
     lines = []
     overall = effects.groupby("hyperprior")[["elpd_gain", "accuracy_gain"]].mean()
     helped = effects[effects["elpd_gain_lo"] > 0]
@@ -97,6 +175,27 @@ def verdict(effects, trend, gaps, diffs, agreement) -> list[str]:
 
 
 def write_report(folder: Path, out: Path) -> Path:
+    """Write a sweep's report: the figures, tables and summary the module lists.
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        A ``bnn-zoo sweep --out`` folder, holding ``fits.parquet``.
+    out : pathlib.Path
+        The folder to write into, created if missing; files already there
+        are replaced.
+
+    Returns
+    -------
+    pathlib.Path
+        The summary, ``out / "summary.md"``.
+
+    Raises
+    ------
+    UsageError
+        If the sweep's table is missing or unfit for a report (see
+        :func:`load`).
+    """
     from bnn_zoo.evaluation import plots, sweeps
     from bnn_zoo.inference.io import atomic_write, write_text
 
@@ -135,6 +234,25 @@ def write_report(folder: Path, out: Path) -> Path:
 
 
 def main(argv=None, prog: str = "bnn-zoo report") -> int:
+    """Run ``bnn-zoo report SWEEP_DIR [--out DIR]``.
+
+    Writes the report into ``--out`` (default ``SWEEP_DIR/report``) and
+    prints the summary's path.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The flags; default ``sys.argv[1:]``.
+    prog : str, default "bnn-zoo report"
+        The program's name in usage and error messages.
+
+    Returns
+    -------
+    int
+        The exit code: 0 on success and for ``--help``; 2 for bad flags, an
+        ``--out`` that cannot be written, or a folder without a usable
+        sweep table (with a one-line error on stderr).
+    """
     parser = build_parser(prog)
     try:
         args = parser.parse_args(argv)

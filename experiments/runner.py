@@ -14,8 +14,13 @@ several runs. The runner does the rest the same way for all of them:
    early on runs on alone), and :func:`bnn_zoo.sample` the posterior (a
    mixture of the restarts, or the best);
 3. let the experiment predict and score (:class:`Evaluation`), then write
-   ``idata.nc`` (the ArviZ DataTree), ``metrics.json`` and the experiment's
-   files into the run folder, staged and renamed into place whole.
+   ``idata.nc`` (the ArviZ DataTree, unless the config's ``keep_draws`` is
+   off), ``metrics.json``, the experiment's files and, with checkpoints,
+   q's final state ``variational.nc`` into the run folder, staged and
+   renamed into place whole.
+
+:func:`main` is every experiment's command line, :func:`run` one run of it.
+The run folder's contents: docs/user_guide/experiments.md.
 """
 
 from __future__ import annotations
@@ -57,6 +62,10 @@ from bnn_zoo.inference.families import METHODS
 from bnn_zoo.inference.io import atomic_dir, write_json
 from bnn_zoo.inference.posterior import elbo as q_elbo
 
+__all__ = ["Evaluation", "Experiment", "Record", "RunConfig", "add_fit_arguments", "add_xla_flag",
+           "build_parser", "check", "fit_settings", "jaxlib_at_least", "main", "make_optimizer",
+           "minibatch_rows", "recorded_convergence", "run", "run_many", "use_compilation_cache"]
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -65,7 +74,98 @@ class RunConfig:
     ``steps`` is the number of optimisation steps, unless ``epochs`` is set
     (minibatch experiments): then each epoch is ``N // batch_size`` steps, as
     the engine runs them, and ``lr_decay_epochs`` decay the learning rate by
-    ``lr_decay_factor`` after those epochs.
+    ``lr_decay_factor`` after those epochs. The shared flags
+    (:func:`add_fit_arguments`) set the fields of the same names
+    (:func:`fit_settings`); a subclass must define :attr:`name`.
+
+    Parameters
+    ----------
+    dataset : str, default ""
+        The run folder's parent: one per data set (or architecture).
+    seed : int, default 0
+        The data, initialisation and Monte Carlo seed.
+    init_seed : int, optional
+        The seed of the initial means and the Monte Carlo noise only;
+        default ``seed``. Restart ``k`` uses it + ``k``.
+    method : {"advi", "fullrank_advi"}, default "advi"
+        Mean-field or full-rank Gaussian q; a full-rank fit starts from a
+        mean-field one made with ``lr``.
+    steps : int, default 10000
+        Optimisation steps, unless ``epochs`` is set.
+    epochs : int, optional
+        Passes over the training set instead of ``steps``.
+    optimizer : str, default "adam"
+        An optimizer of :data:`bnn_zoo.inference.optim.OPTIMIZERS`.
+    lr : float, default 0.05
+        The initial learning rate.
+    lr_schedule : str, default "constant"
+        The learning rate's schedule, one of
+        :data:`bnn_zoo.inference.optim.SCHEDULES`.
+    lr_final : float, default 0.01
+        The final learning rate of a decaying schedule, as a share of ``lr``.
+    lr_decay_epochs : tuple of int, default ()
+        Epochs after which the learning rate is multiplied by
+        ``lr_decay_factor``.
+    lr_decay_factor : float, default 0.1
+        The factor of each of those decays.
+    batch_size : int, optional
+        Minibatch size; default the full data every step.
+    beta : float, default 1.0
+        KL weight.
+    kl_weighting : {"constant", "blundell"}, default "constant"
+        How the KL part is spread over an epoch's minibatches
+        (:func:`bnn_zoo.fit`'s ``kl_weighting``).
+    init_std : float, default 0.01
+        Initial posterior sd of every unconstrained variable.
+    mc_samples : int, default 1
+        Monte Carlo draws of q per gradient step.
+    estimator : {"weights", "local_reparam", "flipout"}, default "weights"
+        The likelihood's gradient estimator (:func:`bnn_zoo.fit`'s
+        ``estimator``).
+    path_derivative : bool, default False
+        The "sticking the landing" gradient of the entropy term, in the
+        mean-field fit and the full-rank phase alike.
+    average : float, default 0.0
+        Share of the final steps whose iterates are averaged into q (0:
+        none).
+    fullrank_lr : float, default 0.001
+        With ``method="fullrank_advi"``: the full-rank phase's learning rate.
+    restarts : int, default 1
+        Fits from other initial means (seeds ``fit_seed``, ``fit_seed + 1``,
+        ...).
+    pick : {"mixture", "best"}, default "mixture"
+        Of the restarts: their equal-weight mixture, or the one with the
+        highest ELBO.
+    pick_at : float, default 0.0
+        With ``pick="best"``: the share of the steps after which the best
+        restart runs on alone (the restarts run together until then); 0:
+        all run to the end and the best by q's ELBO is kept.
+    draws : int, default 500
+        Posterior draws for predictions (and PSIS-LOO).
+    float32 : bool, default False
+        Build and fit the model in float32.
+    resume : bool, default False
+        Continue from the run's checkpoint, or re-evaluate a finished run
+        from its ``variational.nc``.
+    checkpoint_every : int, default 500
+        Steps between checkpoints (experiments with minibatches).
+    out : pathlib.Path, default Path("results")
+        The results folder; the run folder is ``out / dataset / name``.
+    figures : pathlib.Path, default Path("figures")
+        The figures folder.
+    progress : bool, default True
+        Show the progress bar.
+    keep_draws : bool, default True
+        Write ``idata.nc``; a sweep's many runs keep only their metrics.
+
+    Attributes
+    ----------
+    name : str
+        The run folder's name (the subclass's).
+    run_dir : pathlib.Path
+        The run folder, ``out / dataset / name``.
+    fit_seed : int
+        The seed of the first restart's initial means and noise.
     """
 
     dataset: str = ""  # the run folder's parent: one per data set (or architecture)
@@ -108,6 +208,7 @@ class RunConfig:
 
     @property
     def run_dir(self) -> Path:
+        """The run folder, ``out / dataset / name``."""
         return self.out / self.dataset / self.name
 
     @property
@@ -134,6 +235,17 @@ class Evaluation:
     ``files`` maps a file name in the run folder to a function writing it
     (given its path); ``summary`` is kept in the run's :class:`Record`.
     Figures go to ``cfg.figures`` directly, before the run folder appears.
+
+    Parameters
+    ----------
+    metrics : dict
+        The experiment's metrics, merged into the run's ``metrics.json``.
+    files : dict of str to callable, default {}
+        File name in the run folder -> a function that writes the file at
+        the path it is given (a staging folder's).
+    summary : dict, default {}
+        What the experiment's ``summarize`` needs of the run, beyond its
+        metrics.
     """
 
     metrics: dict
@@ -143,6 +255,20 @@ class Evaluation:
 
 @dataclass
 class Record:
+    """One finished run: what :func:`run` returns and an experiment's ``report`` and ``summarize`` read.
+
+    Parameters
+    ----------
+    cfg : RunConfig
+        The run's settings.
+    metrics : dict
+        What the run wrote to ``metrics.json``.
+    dir : pathlib.Path
+        The run folder.
+    summary : dict
+        The :class:`Evaluation`'s ``summary``.
+    """
+
     cfg: RunConfig
     metrics: dict
     dir: Path
@@ -159,6 +285,50 @@ class Experiment:
     ``summarize(args, records)`` an optional closing summary (tables,
     figures across runs). ``defaults`` overrides :class:`RunConfig`'s
     defaults for the shared flags.
+
+    Parameters
+    ----------
+    name : str
+        The experiment's name, recorded in ``metrics.json``; the default
+        program name is ``python -m bnn_zoo.experiments.<name>`` (dashes
+        as underscores).
+    description : str
+        The command's description in ``--help``.
+    arguments : callable
+        Adds the experiment's own flags to the parser it is given.
+    configs : callable
+        The parsed flags (``argparse.Namespace``) -> the runs, a list of
+        :class:`RunConfig`.
+    data : callable
+        A run's config -> its data.
+    model : callable
+        A run's config and data -> the ``pymc.Model`` to fit.
+    evaluate : callable
+        ``(cfg, data, fits, idata)`` -> an :class:`Evaluation`: the run's
+        fits (a list of :class:`~bnn_zoo.inference.advi.FitResult`, the
+        restarts kept) and their posterior draws (an ArviZ DataTree).
+    report : callable
+        A :class:`Record` -> its line on stdout.
+    summarize : callable, optional
+        ``(args, records)`` -> a closing summary printed after all runs
+        (nothing when it is empty); default none.
+    defaults : dict, default {}
+        Defaults of the shared flags, by :class:`RunConfig` field, instead
+        of :class:`RunConfig`'s.
+    loo : bool, default False
+        Sample the pointwise log likelihood (for PSIS-LOO); ``--draws``
+        must then be at least :data:`bnn_zoo.inference.psis.MIN_DRAWS`.
+    keep_posterior : bool, default True
+        Write the posterior draws into ``idata.nc``.
+    minibatches : bool, default False
+        The experiment takes ``--epochs``, ``--batch-size``,
+        ``--kl-weighting``, learning-rate decays, checkpoints and
+        ``--resume`` (and not ``--steps``).
+    jobs : bool, default False
+        The experiment takes ``--jobs``: runs in parallel processes.
+    xla_flags : tuple of str, default ()
+        XLA flags set while it runs (a flag the user's ``XLA_FLAGS`` set is
+        kept as the user set it).
     """
 
     name: str
@@ -182,7 +352,20 @@ class Experiment:
 
 
 def add_fit_arguments(p: argparse.ArgumentParser, exp: Experiment) -> None:
-    """The flags every experiment shares, with ``exp``'s defaults."""
+    """Add the flags every experiment shares, with ``exp``'s defaults.
+
+    The groups "fit" (the family, optimizer, schedule, restarts, draws and
+    seeds) and "output" (``--out``, ``--figures``, ``--no-progress``, and
+    checkpoints and ``--resume`` or ``--jobs`` where ``exp`` takes them).
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The parser to add them to.
+    exp : Experiment
+        Its ``defaults`` override :class:`RunConfig`'s, and its
+        ``minibatches`` and ``jobs`` decide which flags there are.
+    """
     d = {f.name: f.default for f in dataclasses.fields(RunConfig)} | exp.defaults
     g = p.add_argument_group("fit")
     g.add_argument("--method", choices=METHODS, default=d["method"],
@@ -264,7 +447,19 @@ def _epochs(text):
 
 
 def fit_settings(args: argparse.Namespace) -> dict:
-    """The shared flags as :class:`RunConfig` fields."""
+    """The shared flags as :class:`RunConfig` fields.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags.
+
+    Returns
+    -------
+    dict
+        Each flag named as a :class:`RunConfig` field, by field, and
+        ``progress`` (not ``--no-progress``).
+    """
     keys = {f.name for f in dataclasses.fields(RunConfig)}
     out = {k: v for k, v in vars(args).items() if k in keys}
     out["progress"] = not args.no_progress
@@ -272,6 +467,21 @@ def fit_settings(args: argparse.Namespace) -> dict:
 
 
 def build_parser(exp: Experiment, prog: str) -> argparse.ArgumentParser:
+    """The command line of ``exp``: its own flags, then the shared ones.
+
+    Parameters
+    ----------
+    exp : Experiment
+        The experiment.
+    prog : str
+        The program's name in usage and error messages.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        A :class:`~bnn_zoo.experiments.cli.Parser` (one-line errors, exit
+        code 2) with ``exp``'s description.
+    """
     p = Parser(prog=prog, description=exp.description, formatter_class=HelpFormatter)
     exp.arguments(p)
     add_fit_arguments(p, exp)
@@ -302,18 +512,79 @@ def _checkpoints(cfg: RunConfig) -> list[tuple[Path, Path | None]]:
 
 
 def minibatch_rows(model: pm.Model) -> int:
-    """Rows of the model's data containers (the engine cuts them all into minibatches)."""
+    """Rows of the model's data containers (the engine cuts them all into minibatches).
+
+    Parameters
+    ----------
+    model : pymc.Model
+        A model with at least one data container.
+
+    Returns
+    -------
+    int
+        The first data container's rows.
+    """
     return int(model.data_vars[0].get_value().shape[0])
 
 
 def make_optimizer(cfg: RunConfig, lr: float, steps: int, decays: dict | None = None):
-    """The run's optimizer at learning rate ``lr``: ``cfg.optimizer`` under its schedule."""
+    """The run's optimizer at learning rate ``lr``: ``cfg.optimizer`` under its schedule.
+
+    Parameters
+    ----------
+    cfg : RunConfig
+        Its ``optimizer``, ``lr_schedule`` and ``lr_final`` are used.
+    lr : float
+        The initial learning rate (``cfg.lr``, or ``cfg.fullrank_lr`` for a
+        full-rank phase).
+    steps : int
+        The fit's steps, over which the schedule decays.
+    decays : dict of int to float, optional
+        ``{step: factor}`` on top of the schedule; default none.
+
+    Returns
+    -------
+    bnn_zoo.inference.optim.Described
+        The optax transformation, with its description
+        (:func:`bnn_zoo.inference.optim.make`).
+    """
     return optim.make(cfg.optimizer, lr, steps, schedule_kind=cfg.lr_schedule, final=cfg.lr_final,
                       decays=decays or {})
 
 
 def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
-    """Fit, sample, evaluate and write one run."""
+    """Fit, sample, evaluate and write one run.
+
+    Builds the model (in float32 with ``cfg.float32``), fits it
+    ``cfg.restarts`` times (together, with an early pick), draws
+    ``cfg.draws`` from q (the restarts' mixture, or the best), lets the
+    experiment evaluate them and writes the run folder whole. With
+    checkpoints (``exp.minibatches``), each restart checkpoints beside the
+    run folder and its final state is kept in it as ``variational.nc``.
+
+    Parameters
+    ----------
+    exp : Experiment
+        The experiment.
+    cfg : RunConfig
+        The run's settings.
+    data : object, optional
+        The run's data; default ``exp.data(cfg)``.
+
+    Returns
+    -------
+    Record
+        The run's config, metrics, folder and the experiment's summary.
+
+    Raises
+    ------
+    UsageError
+        If the steps exceed :data:`~bnn_zoo.inference.advi.MAX_STEPS`, the
+        batch is larger than the training set, or ``--resume`` finds no
+        checkpoint.
+    NonFiniteLossError
+        If a fit's ELBO becomes NaN or infinite.
+    """
     data = exp.data(cfg) if data is None else data
     with bnn_zoo.precision(cfg.float32):
         model = exp.model(cfg, data)
@@ -337,8 +608,8 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
     def by_method(mean_field):
         if cfg.method == "advi":
             return mean_field
-        # Full-rank from the mean-field fit (docs/engine.md): from its own narrow start it
-        # diverges at the mean-field learning rate, and is slow at smaller ones.
+        # Full-rank from the mean-field fit (docs/user_guide/engine.md, "Defaults and why"): from
+        # its own narrow start it diverges at the mean-field learning rate, and is slow at smaller ones.
         full = fullrank_from(model, mean_field, optimizer=optimizer(cfg.fullrank_lr),
                              seed=mean_field.config["seed"], progressbar=cfg.progress, **shared)
         full.config.update({k: mean_field.config[k] for k in ("picked_restart", "pick_elbos")
@@ -427,7 +698,26 @@ def run_many(exp: Experiment, groups: list[list], jobs: int, report: Callable[[R
 
     Runs stay in this process when there is one group, or when JAX has
     already started here (a caller's earlier work): forking a process whose
-    JAX runtime threads are running can deadlock the child.
+    JAX runtime threads are running can deadlock the child. Worker
+    processes are forked, each pinned to a core of its own where there are
+    enough, and run XLA single-threaded.
+
+    Parameters
+    ----------
+    exp : Experiment
+        The experiment.
+    groups : list of list of RunConfig
+        The runs, in groups that share one process (runs of one model
+        structure reuse its compiled programs).
+    jobs : int
+        The most worker processes at once.
+    report : callable
+        Called with each :class:`Record` as its run finishes, in order.
+
+    Returns
+    -------
+    list of Record
+        Every run's record, in the groups' order.
     """
     from jax._src import xla_bridge
 
@@ -476,8 +766,8 @@ def _pool(jobs: int):
 
 def _worker_init(cores) -> None:
     # Small models' XLA programs gain nothing from threads, and with one process per
-    # core the threads of each compete for the other's core: single-threaded XLA and
-    # one core per worker made 2 x 8 toy fits 20-30% faster on 2 cores.
+    # core the threads of each compete for the others' cores: single-threaded XLA and
+    # one core per worker (docs/user_guide/experiments.md, "Flags of the toy commands").
     core = cores.get()
     if core is not None:
         os.sched_setaffinity(0, {core})
@@ -485,7 +775,17 @@ def _worker_init(cores) -> None:
 
 
 def add_xla_flag(flag: str) -> None:
-    """Append ``flag`` to ``XLA_FLAGS`` unless the user's flags already set it (before JAX starts)."""
+    """Append ``flag`` to ``XLA_FLAGS`` unless the user's flags already set it (before JAX starts).
+
+    XLA reads ``XLA_FLAGS`` when JAX's backend starts, so a flag added later
+    has no effect in this process.
+
+    Parameters
+    ----------
+    flag : str
+        An XLA flag, ``--name=value``; it counts as set when ``XLA_FLAGS``
+        has a flag of that name, whatever its value.
+    """
     flags = os.environ.get("XLA_FLAGS", "")
     name = flag.split("=", 1)[0]
     if all(token.split("=", 1)[0] != name for token in flags.split()):
@@ -493,6 +793,21 @@ def add_xla_flag(flag: str) -> None:
 
 
 def jaxlib_at_least(*version: int) -> bool:
+    """Whether the installed jaxlib is at least ``version``.
+
+    Compares the release's leading numbers (a part's trailing letters, as
+    in ``0.10.0rc1``, are dropped), as many as ``version`` has.
+
+    Parameters
+    ----------
+    *version : int
+        The release's numbers, e.g. ``0, 10`` for 0.10.
+
+    Returns
+    -------
+    bool
+        ``True`` if jaxlib's release is ``version`` or later.
+    """
     release = importlib.metadata.version("jaxlib").split(".")
     return tuple(int(re.match(r"\d*", part).group() or 0) for part in release[:len(version)]) >= version
 
@@ -504,6 +819,7 @@ def use_compilation_cache() -> None:
     unless ``JAX_COMPILATION_CACHE_DIR`` names another folder. Programs are
     keyed by their XLA graph, not by the data (the engine passes data as
     arguments), and every program is kept however fast it compiled.
+    Changes JAX's configuration for the whole process.
     """
     import jax
 
@@ -531,7 +847,37 @@ def _xla_flags(flags):
 
 
 def main(exp: Experiment, argv=None, prog: str | None = None) -> int:
-    """The command line of ``exp``: exit 0 on success, 2 on bad input, 1 on a diverged fit."""
+    """The command line of ``exp``: exit 0 on success, 2 on bad input, 1 on a diverged fit.
+
+    Parses the flags into the runs, checks them all (:func:`check`, the
+    folders writable, no two runs into one folder, none being written by
+    another process) before anything is fitted, then runs them
+    (:func:`run_many`), printing each run's line, a warning for a fit that
+    did not converge, and the experiment's summary.
+
+    Parameters
+    ----------
+    exp : Experiment
+        The experiment.
+    argv : sequence of str, optional
+        The flags; default ``sys.argv[1:]``.
+    prog : str, optional
+        The program's name in usage and error messages; default
+        ``python -m bnn_zoo.experiments.<module>``.
+
+    Returns
+    -------
+    int
+        The exit code: 0 on success; 2 on bad input (a one-line error on
+        stderr); 1 when a fit's ELBO became non-finite; 130 on an
+        interrupt.
+
+    Raises
+    ------
+    SystemExit
+        From the flags' parsing: code 2 on a bad flag (a one-line error),
+        0 after ``--help``.
+    """
     prog = prog or f"python -m bnn_zoo.experiments.{exp.name.replace('-', '_')}"
     parser = build_parser(exp, prog)
     args = parser.parse_args(argv)
@@ -599,7 +945,24 @@ def _lock(run_dir: Path):
 
 
 def check(exp: Experiment, cfg: RunConfig) -> None:
-    """What the flags' own types cannot check, before anything is fitted."""
+    """Check what the flags' own types cannot, before anything is fitted.
+
+    Parameters
+    ----------
+    exp : Experiment
+        The experiment.
+    cfg : RunConfig
+        One run's settings.
+
+    Raises
+    ------
+    UsageError
+        If PSIS-LOO gets fewer than :data:`~bnn_zoo.inference.psis.MIN_DRAWS`
+        draws, ``--pick-at`` meets minibatches, there are fewer draws than
+        restarts, a per-example estimator meets full-rank q, a minibatch
+        experiment asks for full-rank q, or the steps or epochs exceed
+        :data:`~bnn_zoo.inference.advi.MAX_STEPS`.
+    """
     if exp.loo and cfg.draws < psis.MIN_DRAWS:
         raise UsageError(f"--draws {cfg.draws}: PSIS-LOO needs at least {psis.MIN_DRAWS} draws")
     if cfg.pick == "best" and cfg.restarts > 1 and cfg.pick_at and exp.minibatches:
@@ -629,7 +992,22 @@ def _report(exp: Experiment, prog: str, record: Record) -> None:
 
 
 def recorded_convergence(metrics: dict) -> Convergence:
-    """The convergence test's finding, from a run's metrics (older ones lack the shortfall)."""
+    """The convergence test's finding, from a run's metrics.
+
+    For a fit that did not converge: ``converged`` is ``False``, and a
+    ``convergence_*`` key the metrics lack (such as the shortfall, in
+    metrics written without it) takes its default.
+
+    Parameters
+    ----------
+    metrics : dict
+        A run's metrics, as in its ``metrics.json``.
+
+    Returns
+    -------
+    Convergence
+        The finding, whose ``describe`` and ``hint`` make the warning.
+    """
     keys = ("finite", "elbo_change", "elbo_change_se", "window", "elbo_mean", "elbo_shortfall", "fell",
             "moving")
     return Convergence(**{k: metrics[f"convergence_{k}"] for k in keys if f"convergence_{k}" in metrics},

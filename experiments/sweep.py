@@ -30,6 +30,10 @@ time, in one vmapped program (:mod:`bnn_zoo.inference.batch`). The tasks run
 in this process (``--workers 1``), on a Dask ``LocalCluster`` of
 ``--workers`` single-threaded processes (default: one per core), or on an
 existing cluster (``--scheduler tcp://host:8786``).
+
+:func:`main` is the command; :func:`build_parser`, :func:`run_sweep`,
+:func:`specs`, :func:`tasks`, :func:`fit_task` and :class:`Store` are its
+steps, for notebooks and scripts (docs/user_guide/sweeps.md).
 """
 
 from __future__ import annotations
@@ -51,15 +55,40 @@ from bnn_zoo.experiments import runner, toy
 from bnn_zoo.experiments.cli import (HelpFormatter, Parser, UsageError, check_writable, int_list, names,
                                      nonneg_int, positive_float, positive_int, unit_interval)
 
+__all__ = ["KEY_FIELDS", "SPLIT_FIELDS", "Store", "bayes_task", "build_parser", "check", "fit_key", "fit_task",
+           "folds", "kfold_elpd", "kfold_task", "main", "run_sweep", "specs", "split_settings", "structure",
+           "tasks", "xla_flags"]
+
+#: The toy config's fields that change what a fit fits or measures: :func:`fit_key` hashes them to
+#: name the fit's record, and all but the data's (data set, noise, seeds) make its :func:`structure`.
 KEY_FIELDS = ("dataset", "noise", "seed", "init_seed", "prior", "hyperprior", "n_train", "n_test", "hidden", "method",
               "steps", "optimizer", "lr", "lr_schedule", "lr_final", "init_std", "mc_samples", "beta",
               "average", "restarts", "pick", "pick_at", "draws", "float32")
+#: The toy config's fields that make a data set (:func:`split_settings`): fits that share them
+#: share one Bayes-optimal reference (:func:`bayes_task`).
 SPLIT_FIELDS = ("dataset", "noise", "seed", "n_train", "n_test")  # what makes a data set
 
 
 def fit_key(cfg: toy.ToyConfig, kfold: int = 0) -> str:
     """The hash naming a fit's record: of every setting that changes what is fitted or measured
-    (and of ``--kfold``, when given: such a record holds more)."""
+    (and of ``--kfold``, when given: such a record holds more).
+
+    The settings are the config's :data:`KEY_FIELDS`, and the hyperprior's
+    parameters where the toy experiment sets its own
+    (:func:`~bnn_zoo.experiments.toy.hyperprior_params`).
+
+    Parameters
+    ----------
+    cfg : ToyConfig
+        The fit's settings (:class:`bnn_zoo.experiments.toy.ToyConfig`).
+    kfold : int, default 0
+        The K of the record's K-fold cross-validation; 0: none.
+
+    Returns
+    -------
+    str
+        The SHA-256 of the settings as JSON, its first 20 hex digits.
+    """
     settings = {k: list(v) if isinstance(v, tuple) else v
                 for k, v in dataclasses.asdict(cfg).items() if k in KEY_FIELDS}
     params = toy.hyperprior_params(cfg.hyperprior)
@@ -71,7 +100,19 @@ def fit_key(cfg: toy.ToyConfig, kfold: int = 0) -> str:
 
 
 def structure(cfg: toy.ToyConfig) -> tuple:
-    """Fits with the same structure run in one vmapped program: all settings but the data's."""
+    """Fits with the same structure run in one vmapped program: all settings but the data's.
+
+    Parameters
+    ----------
+    cfg : ToyConfig
+        The fit's settings.
+
+    Returns
+    -------
+    tuple
+        The values of :data:`KEY_FIELDS` but the data set, noise, seed and
+        ``init_seed``, in that order.
+    """
     return tuple(getattr(cfg, k) for k in KEY_FIELDS if k not in ("dataset", "noise", "seed", "init_seed"))
 
 
@@ -149,7 +190,28 @@ def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0
 
     With ``kfold`` K, also refit each on K folds of its training data
     (:func:`kfold_task`). Runs on a Dask worker or in this process, and
-    writes nothing.
+    writes nothing. The Bayes-optimal classifier's metrics and the gaps to
+    them are not in the records: :func:`run_sweep` adds them.
+
+    Parameters
+    ----------
+    cfgs : list of ToyConfig
+        Fits of one :func:`structure` (a task of :func:`tasks`).
+    keep_draws : bool, default False
+        Also make each fit's posterior draws, as :func:`bnn_zoo.sample`
+        makes them.
+    kfold : int, default 0
+        The K of K-fold cross-validation of each fit; 0: none.
+
+    Returns
+    -------
+    list of dict
+        Per fit, in the order of ``cfgs``: ``"record"``, its row of the
+        store (:func:`fit_key`'s ``key``, the settings, the convergence
+        test, the test metrics, PSIS-LOO, q's ELBO, the restarts' ELBOs and
+        the timings; with ``kfold``, ``elpd_kfold`` and its SE and
+        pointwise values), and ``"draws"``, the fit's ArviZ DataTree or
+        ``None``.
     """
     from bnn_zoo.inference.diagnostics import convergence
 
@@ -183,7 +245,22 @@ def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0
 
 
 def folds(n: int, k: int, seed: int) -> list[np.ndarray]:
-    """The held-out rows of each of ``k`` folds of ``n`` rows (a permutation seeded by ``seed``)."""
+    """The held-out rows of each of ``k`` folds of ``n`` rows (a permutation seeded by ``seed``).
+
+    Parameters
+    ----------
+    n : int
+        The rows of the training set.
+    k : int
+        The folds; each is ``n // k`` or ``n // k + 1`` rows.
+    seed : int
+        The data's seed; the permutation's is ``[seed, 17]``.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        Each fold's row indices; together a permutation of ``range(n)``.
+    """
     return np.array_split(np.random.default_rng([seed, 17]).permutation(n), k)
 
 
@@ -191,7 +268,25 @@ def kfold_task(cfgs: list[toy.ToyConfig], splits: list, k: int) -> list[dict]:
     """K-fold cross-validation of each fit: the fit's settings refitted (vectorised) on ``k``
     training sets of ``n - n / k`` rows, each scored on its held-out rows by the log posterior
     predictive density ``log mean_s p(y_i | z_s)`` of ``draws`` draws of its q. Returns per
-    fit ``elpd_kfold``, its SE (``sqrt(n) sd(elpd_i)``, as LOO's) and the pointwise values."""
+    fit ``elpd_kfold``, its SE (``sqrt(n) sd(elpd_i)``, as LOO's) and the pointwise values.
+
+    All ``len(cfgs) * k`` refits run as one vmapped program.
+
+    Parameters
+    ----------
+    cfgs : list of ToyConfig
+        Fits of one :func:`structure`.
+    splits : list of bnn_zoo.data.toy.Split
+        Each fit's data; the folds cut its training set.
+    k : int
+        The folds (:func:`folds`, seeded by each fit's ``seed``).
+
+    Returns
+    -------
+    list of dict
+        Per fit: ``kfold`` (``k``), ``elpd_kfold``, ``elpd_kfold_se`` and
+        ``elpd_kfold_i`` (a list of each training point's value).
+    """
     from bnn_zoo.evaluation.metrics import log_predictive
     from bnn_zoo.inference import families
     from bnn_zoo.inference.batch import posterior_mean
@@ -214,7 +309,20 @@ def kfold_task(cfgs: list[toy.ToyConfig], splits: list, k: int) -> list[dict]:
 
 def kfold_elpd(record):
     """A record's K-fold cross-validation as ArviZ's ``ELPDDataLOOKFold`` (what
-    ``arviz_stats.loo_kfold`` returns), which ``az.compare`` accepts."""
+    ``arviz_stats.loo_kfold`` returns), which ``az.compare`` accepts.
+
+    Parameters
+    ----------
+    record : dict or pandas.Series
+        A fit's record of a sweep run with ``--kfold``: its ``elpd_kfold_i``
+        (a list, or the JSON text the store keeps), ``draws`` and ``kfold``.
+
+    Returns
+    -------
+    arviz_stats.utils.ELPDDataLOOKFold
+        The ELPD, its SE and the pointwise values (``p`` is NaN: K-fold
+        cross-validation does not estimate it).
+    """
     import xarray as xr
     from arviz_stats.utils import ELPDDataLOOKFold
 
@@ -280,7 +388,20 @@ def _datatree(cfg, split, batch: _Batch, row: int):
 
 
 def bayes_task(split_settings: dict) -> dict:
-    """The Bayes-optimal classifier's accuracy, NLL and ELPD on one data set's test points."""
+    """The Bayes-optimal classifier's accuracy, NLL and ELPD on one data set's test points.
+
+    Parameters
+    ----------
+    split_settings : dict
+        The data set's settings, by :data:`SPLIT_FIELDS` (what
+        :func:`split_settings` returns).
+
+    Returns
+    -------
+    dict
+        ``bayes_accuracy``, ``bayes_nll`` (per test point) and
+        ``bayes_elpd_test`` (summed over the test points).
+    """
     from bnn_zoo.data import toy as toy_data
 
     s = split_settings
@@ -294,7 +415,23 @@ def bayes_task(split_settings: dict) -> dict:
 
 
 def specs(args) -> list[toy.ToyConfig]:
-    """Every fit of the sweep, in a stable order."""
+    """Every fit of the sweep, in a stable order.
+
+    Each is the toy experiment's configuration at its defaults (as
+    ``bnn-zoo moons`` with no flags), with the sweep's flags: every
+    combination of data set, noise, seed, prior pair and the listed fit
+    settings.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The sweep's parsed flags (:func:`build_parser`).
+
+    Returns
+    -------
+    list of ToyConfig
+        One configuration per fit.
+    """
     exp = toy.experiment("moons")
     base = toy.configs(runner.build_parser(exp, "bnn-zoo moons").parse_args([]), "moons")[0]
     base = dataclasses.replace(base, n_test=args.n_test, draws=args.draws, hidden=args.hidden,
@@ -315,7 +452,24 @@ def specs(args) -> list[toy.ToyConfig]:
 
 
 def tasks(cfgs: list[toy.ToyConfig], per_task: int) -> list[list[toy.ToyConfig]]:
-    """Fits grouped by structure, at most ``per_task`` (times their restarts' share) a task."""
+    """Fits grouped by structure, at most ``per_task`` (times their restarts' share) a task.
+
+    A group of one :func:`structure` is cut into as few tasks of even sizes
+    as allow at most ``per_task // restarts`` fits each (at least one).
+
+    Parameters
+    ----------
+    cfgs : list of ToyConfig
+        The fits.
+    per_task : int
+        The most fits a task vmaps, restarts counted (``--fits-per-task``).
+
+    Returns
+    -------
+    list of list of ToyConfig
+        The tasks, each of one structure, in the order of ``cfgs``' first
+        appearances.
+    """
     groups: dict[tuple, list] = {}
     for cfg in cfgs:
         groups.setdefault(structure(cfg), []).append(cfg)
@@ -328,7 +482,20 @@ def tasks(cfgs: list[toy.ToyConfig], per_task: int) -> list[list[toy.ToyConfig]]
 
 
 class Store:
-    """The sweep's folder: one Parquet record per fit, written by this process only."""
+    """The sweep's folder: one Parquet record per fit, written by this process only.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The folder (``--out``).
+
+    Attributes
+    ----------
+    records : pathlib.Path
+        ``root / "records"``: one ``<key>.parquet`` per fit.
+    draws : pathlib.Path
+        ``root / "draws"``: one ``<key>.nc`` per fit, with ``--keep-draws``.
+    """
 
     def __init__(self, root: Path):
         self.root = root
@@ -336,6 +503,7 @@ class Store:
         self.draws = root / "draws"
 
     def open(self) -> None:
+        """Create the folder, and remove the temporary files a killed run left."""
         self.records.mkdir(parents=True, exist_ok=True)
         for folder in (self.root, self.records, self.draws):
             for stale in folder.glob(".*"):  # atomic_write's temporary files that a kill left behind
@@ -343,9 +511,11 @@ class Store:
                     stale.unlink()
 
     def done(self) -> set[str]:
+        """The keys of the fits in the store."""
         return {p.stem for p in self.records.glob("*.parquet") if not p.name.startswith(".")}
 
     def write(self, record: dict, draws=None) -> None:
+        """Write a fit's record (lists as JSON text), and its draws first, each atomically."""
         import pandas as pd
 
         from bnn_zoo.inference.io import atomic_write
@@ -357,6 +527,7 @@ class Store:
         atomic_write(self.records / f"{record['key']}.parquet", lambda tmp: frame.to_parquet(tmp, index=False))
 
     def table(self, keys: list[str]):
+        """The records of ``keys`` as one DataFrame."""
         import pandas as pd
 
         frames = [pd.read_parquet(self.records / f"{k}.parquet") for k in keys]
@@ -378,14 +549,34 @@ def _flat(record: dict) -> dict:
 
 
 def split_settings(cfg) -> dict:
+    """The settings that make a fit's data set.
+
+    Parameters
+    ----------
+    cfg : ToyConfig
+        The fit's settings.
+
+    Returns
+    -------
+    dict
+        Its :data:`SPLIT_FIELDS`, by name.
+    """
     return {k: getattr(cfg, k) for k in SPLIT_FIELDS}
 
 
 def xla_flags() -> list[str]:
-    """The workers' XLA flags: single-threaded XLA, one small program per core (see
-    ``runner._worker_init``), and the toy experiment's (XLA's own loops for the small
-    products: the vmapped steps run 1.3x (float64) to 1.9x (float32) faster than with
-    YNNPACK's fusions, ``benchmarks/README.md``)."""
+    """The workers' XLA flags: single-threaded XLA, one small program per core, and the toy experiment's.
+
+    The toy experiment's turn XLA's YNNPACK fusions off where jaxlib has
+    them, so that XLA's own loops run the small products of the vmapped
+    steps, which is faster (docs/benchmarks.md, "Design choices that make
+    the engine fast").
+
+    Returns
+    -------
+    list of str
+        The flags, for ``XLA_FLAGS``.
+    """
     return ["--xla_cpu_multi_thread_eigen=false", *toy.experiment().xla_flags]
 
 
@@ -415,7 +606,31 @@ def _cluster(args):
 
 
 def run_sweep(args, report=print) -> tuple[Path, int]:
-    """Fit what the store lacks; returns the consolidated table's path and the fits done now."""
+    """Fit what the store lacks; returns the consolidated table's path and the fits done now.
+
+    Runs the tasks in this process or on a Dask cluster (:func:`xla_flags`
+    on a local one), adds each record's Bayes-optimal reference and gaps,
+    writes it to the store as it arrives, and rewrites ``fits.parquet``
+    with every record in the store.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The sweep's parsed flags (:func:`build_parser`).
+    report : callable, default print
+        Called with the line that counts the sweep's fits, those already in
+        the store and those to fit.
+
+    Returns
+    -------
+    tuple of (pathlib.Path, int)
+        ``fits.parquet``'s path and the number of fits made now.
+
+    Raises
+    ------
+    UsageError
+        If two fits of the sweep have the same settings.
+    """
     cfgs = specs(args)
     keys = [fit_key(c, args.kfold) for c in cfgs]
     if len(set(keys)) != len(keys):
@@ -506,6 +721,18 @@ def _list(kind, flag):
 
 
 def build_parser(prog: str = "bnn-zoo sweep") -> argparse.ArgumentParser:
+    """The command line of ``bnn-zoo sweep``.
+
+    Parameters
+    ----------
+    prog : str, default "bnn-zoo sweep"
+        The program's name in usage and error messages.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        A :class:`~bnn_zoo.experiments.cli.Parser`; ``--out`` is required.
+    """
     p = Parser(prog=prog, description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="the sweep's store (created; rerun to resume)")
     p.add_argument("--datasets", type=names(toy.NOISE, "data set"), default=["moons"], help="e.g. moons,circles")
@@ -547,7 +774,21 @@ def build_parser(prog: str = "bnn-zoo sweep") -> argparse.ArgumentParser:
 
 
 def check(args) -> None:
-    """What the flags' own types cannot check, before anything is fitted."""
+    """Check what the flags' own types cannot, before anything is fitted.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The sweep's parsed flags.
+
+    Raises
+    ------
+    UsageError
+        If ``--draws`` is below PSIS-LOO's minimum or below ``--restarts``,
+        ``--kfold`` is 1 or does not divide every ``--n-train``, ``--steps``
+        exceeds :data:`~bnn_zoo.inference.advi.MAX_STEPS`, ``--scheduler``
+        is not a Dask address, or ``--out`` is not a writable folder.
+    """
     from bnn_zoo.inference.advi import MAX_STEPS
     from bnn_zoo.inference.psis import MIN_DRAWS
 
@@ -568,7 +809,26 @@ def check(args) -> None:
 
 
 def main(argv=None, prog: str = "bnn-zoo sweep") -> int:
-    """``bnn-zoo sweep``: exit 0 when every fit is in the store, 2 on bad input."""
+    """``bnn-zoo sweep``: exit 0 when every fit is in the store, 2 on bad input.
+
+    Prints the counts of the sweep's fits on stderr and, at the end, the
+    fits made, their rate and the table's path.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The flags; default ``sys.argv[1:]``.
+    prog : str, default "bnn-zoo sweep"
+        The program's name in usage and error messages.
+
+    Returns
+    -------
+    int
+        The exit code: 0 on success and for ``--help``; 2 on bad flags or
+        input, or when another sweep is writing the store (a one-line error
+        on stderr); 130 on an interrupt, after which the same command goes
+        on.
+    """
     parser = build_parser(prog)
     try:
         args = parser.parse_args(argv)

@@ -4,6 +4,13 @@
 ``--datasets``) fit one prior x hyperprior pair of a 2-5-5-2 tanh BNN, or
 every pair with ``--all-priors``, which are then compared by PSIS-LOO
 (table and ArviZ figures per data set).
+
+The module is the experiment's pieces for :mod:`~bnn_zoo.experiments.runner`:
+:class:`ToyConfig` (one run's settings), :func:`arguments` and :func:`configs`
+(flags to runs), :func:`data`, :func:`model`, :func:`evaluate`, :func:`report`
+and :func:`summarize`, put together by :func:`experiment`. The sweep
+(:mod:`~bnn_zoo.experiments.sweep`) reuses :func:`model`, :func:`evaluate` and
+:data:`HYPERPRIOR_PARAMS`, so a sweep's record is what a run writes.
 """
 
 from __future__ import annotations
@@ -30,32 +37,73 @@ from bnn_zoo.inference.io import atomic_write, write_text
 from bnn_zoo.models import HYPERPRIORS, WEIGHT_PRIORS, mlp_classifier
 from bnn_zoo.models.priors import SCALE_FREE
 
+__all__ = ["COLUMNS", "DEFAULTS", "GRID_POINTS", "GRID_PRIORS", "HYPERPRIOR_PARAMS", "NOISE", "ToyConfig",
+           "arguments", "bayes_reference", "compare", "configs", "data", "evaluate", "experiment",
+           "hyperprior_params", "main", "model", "report", "summarize"]
+
+#: Each data set's default noise standard deviation (``--noise``); its keys are the data sets.
 NOISE = {"moons": 0.2, "circles": 0.2}
-GRID_PRIORS = ("cauchy", "flat", "laplace", "normal")  # seed 004's four: what --all-priors compares
+#: Seed 004's four weight priors: what ``--all-priors`` compares unless ``--priors`` says otherwise.
+GRID_PRIORS = ("cauchy", "flat", "laplace", "normal")
+#: Points per axis of the uncertainty map's grid.
 GRID_POINTS = 100
-# The toy experiments' inverse-gamma hyperprior: mode 1 (the fixed pairs' scale) and mean 2, where
-# the registry's default has mode 0.5 and mean 1. The mean-field fit puts each layer's scale near
-# the hyperprior's mode when the data say little: at moons noise 0.5 the registry's default left
-# the hidden layers' scales near 0.4 and the network nearly linear, 1.34 accuracy points below the
-# Bayes-optimal classifier on the mean of 10 seeds, against 0.60 with this one (docs/results.md).
+#: The toy experiments' hyperprior parameters, where they differ from the registry's: the
+#: inverse-gamma's mode is 1 (the fixed pairs' scale) and its mean 2. The mean-field fit puts each
+#: layer's scale near the hyperprior's mode when the data say little, and the registry's mode of
+#: 0.5 leaves the network nearly linear on noisy data. The measurements:
+#: docs/reproductions.md (toy-hyperprior).
 HYPERPRIOR_PARAMS = {"inversegamma": {"alpha": 3.0, "beta": 4.0}}
 
 
 def hyperprior_params(hyperprior: str) -> dict:
-    """The toy experiments' parameters of ``hyperprior`` ({}: the registry's defaults)."""
+    """The toy experiments' parameters of a hyperprior.
+
+    Parameters
+    ----------
+    hyperprior : str
+        A name of :data:`bnn_zoo.models.HYPERPRIORS`.
+
+    Returns
+    -------
+    dict
+        Keyword arguments for the hyperprior (``{}``: the registry's defaults).
+    """
     return HYPERPRIOR_PARAMS.get(hyperprior, {})
-# What a user gets with no flags (docs/results.md, "Defaults"): a cosine decay of the rate, and
-# 6 fits from other initial means, of which the best by ELBO at step 2,000 runs on. One fit
-# alone lands in a poor optimum (its hidden layers' scales collapsed) in a third of the cases,
-# up to 12 accuracy points and 180 nats below the best, at every noise level; a KL warm-up did
-# not fix it reliably. The early pick of 6 misses the best of 6 full fits by more than 3 nats
-# less often than the best of 3 full fits does (3% against 17%), for two thirds of the steps.
+#: What a user gets with no flags: a cosine decay of the rate, and 6 fits from other initial means,
+#: of which the best by ELBO at step 2,000 runs on. One fit alone can land in an optimum whose
+#: hidden layers' scales have collapsed; the 6 fits run together for the first fifth of the steps,
+#: two fits' cost in all. The measurements: docs/reproductions.md (toy-defaults).
 DEFAULTS = dict(steps=10_000, lr=0.05, lr_schedule="cosine", lr_final=0.01, init_std=0.01,
                 draws=500, restarts=6, pick="best", pick_at=0.2)
 
 
 @dataclass(frozen=True)
 class ToyConfig(runner.RunConfig):
+    """One toy run's settings: :class:`~bnn_zoo.experiments.runner.RunConfig`'s, and these.
+
+    The run folder is ``<out>/<dataset>/<prior>-<hyperprior>-s<seed>``.
+
+    Parameters
+    ----------
+    prior : str, default "normal"
+        The weight prior, a name of :data:`bnn_zoo.models.WEIGHT_PRIORS`.
+    hyperprior : str, default "inversegamma"
+        The hyperprior on each layer's prior scale, a name of :data:`bnn_zoo.models.HYPERPRIORS`
+        (with :data:`HYPERPRIOR_PARAMS`).
+    noise : float, default 0.2
+        The data's noise standard deviation.
+    n_train : int, default 700
+        Training points.
+    n_test : int, default 300
+        Test points.
+    hidden : tuple of int, default (5, 5)
+        Hidden layer sizes.
+    uncertainty_map : bool, default True
+        Draw the run's uncertainty map.
+    grid : bool, default True
+        Predict on the map's grid (the uncertainty map and ``--all-priors``' figures need it).
+    """
+
     prior: str = "normal"
     hyperprior: str = "inversegamma"
     noise: float = 0.2
@@ -78,6 +126,16 @@ class ToyConfig(runner.RunConfig):
 
 
 def arguments(p: argparse.ArgumentParser, dataset: str | None) -> None:
+    """Add the toy experiment's own flags to a parser.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The command's parser (the shared fitting flags are added by the runner).
+    dataset : str or None
+        The data set of ``bnn-zoo moons`` or ``bnn-zoo circles``; None for ``bnn-zoo toy``, which
+        takes ``--datasets``.
+    """
     if dataset is None:
         p.add_argument("--datasets", type=names(NOISE, "data set"), default=list(NOISE),
                        help="comma-separated data sets, each fitted as its own command would")
@@ -109,6 +167,21 @@ def _n_train(text):
 
 
 def configs(args, dataset: str | None) -> list[ToyConfig]:
+    """The runs a command line asks for: one per pair and data set.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags.
+    dataset : str or None
+        The command's data set; None: each of ``args.datasets``.
+
+    Returns
+    -------
+    list of ToyConfig
+        With ``--all-priors``, every pair of ``--priors`` and ``--hyperpriors`` on every data set
+        (without uncertainty maps or progress bars); otherwise ``--prior`` and ``--hyperprior``.
+    """
     datasets = [dataset] if dataset else args.datasets
     pairs = (list(itertools.product(args.priors, args.hyperpriors)) if args.all_priors
              else [(args.prior, args.hyperprior)])
@@ -120,15 +193,61 @@ def configs(args, dataset: str | None) -> list[ToyConfig]:
 
 
 def data(cfg: ToyConfig) -> toy.Split:
+    """A run's training and test data.
+
+    Parameters
+    ----------
+    cfg : ToyConfig
+        The run (its data set, sizes, noise and seed).
+
+    Returns
+    -------
+    bnn_zoo.data.toy.Split
+        The training and test points.
+    """
     return toy.load(cfg.dataset, n_train=cfg.n_train, n_test=cfg.n_test, noise=cfg.noise, seed=cfg.seed)
 
 
 def model(cfg: ToyConfig, split: toy.Split):
+    """A run's PyMC model: the hierarchical tanh MLP classifier on its training data.
+
+    Parameters
+    ----------
+    cfg : ToyConfig
+        The run (its prior, hyperprior and hidden sizes).
+    split : bnn_zoo.data.toy.Split
+        The run's data.
+
+    Returns
+    -------
+    pymc.Model
+        :func:`bnn_zoo.models.mlp_classifier`'s model, with :func:`hyperprior_params`.
+    """
     return mlp_classifier(split.X_train, split.y_train, hidden=cfg.hidden, prior=cfg.prior,
                           hyperprior=cfg.hyperprior, hyperprior_params=hyperprior_params(cfg.hyperprior))
 
 
 def evaluate(cfg: ToyConfig, split: toy.Split, fits, idata) -> runner.Evaluation:
+    """A fitted run's metrics, its ArviZ summary and, if asked, its uncertainty map.
+
+    Parameters
+    ----------
+    cfg : ToyConfig
+        The run.
+    split : bnn_zoo.data.toy.Split
+        The run's data.
+    fits : list of bnn_zoo.FitResult
+        The run's fits; the first one predicts.
+    idata : xarray.DataTree
+        The posterior draws; the test points' predictions are added to it.
+
+    Returns
+    -------
+    bnn_zoo.experiments.runner.Evaluation
+        The metrics (:func:`bnn_zoo.evaluation.metrics.all_metrics`, the Bayes-optimal
+        classifier's, PSIS-LOO's ELPD and Pareto k), ``summary.csv`` (``az.summary``), and for
+        :func:`summarize` the grid's mean prediction, the LOO result and the posterior.
+    """
     xx, yy, grid = split.grid(GRID_POINTS) if cfg.grid else (None, None, np.empty((0, 2)))
     # One call for the test points and the map: fewer padded rows than one call each.
     pred = predict(fits[0], {"X": np.concatenate([split.X_test, grid])}, idata=idata, var_names=["p"])
@@ -159,13 +278,38 @@ def evaluate(cfg: ToyConfig, split: toy.Split, fits, idata) -> runner.Evaluation
 
 
 def bayes_reference(cfg: ToyConfig, split: toy.Split) -> dict:
-    """The Bayes-optimal classifier's accuracy and NLL on the run's test points (no noise: none)."""
+    """The Bayes-optimal classifier's accuracy and NLL on the run's test points.
+
+    Parameters
+    ----------
+    cfg : ToyConfig
+        The run (its data set and noise).
+    split : bnn_zoo.data.toy.Split
+        The run's data.
+
+    Returns
+    -------
+    dict
+        ``bayes_accuracy`` and ``bayes_nll``; both None when the data have no noise.
+    """
     if cfg.noise <= 0:
         return {"bayes_accuracy": None, "bayes_nll": None}
     return toy.bayes_metrics(cfg.dataset, split.X_test, split.y_test, cfg.noise)
 
 
 def report(r: runner.Record) -> str:
+    """A finished run as one line: its metrics against the Bayes-optimal classifier's, and its folder.
+
+    Parameters
+    ----------
+    r : bnn_zoo.experiments.runner.Record
+        The finished run.
+
+    Returns
+    -------
+    str
+        The line the command prints.
+    """
     m = r.metrics
     bayes = "" if m["bayes_accuracy"] is None else f" (Bayes {m['bayes_accuracy']:.3f})"
     return (f"{m['dataset']:>7s} {m['prior']}-{m['hyperprior']}: accuracy {m['accuracy']:.3f}{bayes}, "
@@ -173,12 +317,30 @@ def report(r: runner.Record) -> str:
             f"fit {m['fit_seconds']:.1f} s{'' if m['converged'] else ' (not converged)'} -> {r.dir}")
 
 
+#: The columns of ``--all-priors``' comparison table (``comparison.csv``), besides ``az.compare``'s.
 COLUMNS = ["prior", "hyperprior", "accuracy", "bayes_accuracy", "nll", "bayes_nll", "brier", "ece",
            "elpd_loo", "elpd_loo_se", "pareto_k_max", "elbo_final", "converged", "fit_seconds"]
 
 
 def summarize(args, records: list) -> str:
-    """With ``--all-priors``, each data set's comparison table and figures."""
+    """With ``--all-priors``, each data set's comparison table and figures.
+
+    Writes ``<out>/<dataset>/comparison.csv`` and ``comparison_loo.csv``, and into
+    ``<figures>/<dataset>/`` ``compare.png`` (``az.plot_compare``), ``forest_scales.png`` (the
+    hierarchical pairs' layer scales), ``weights_last_layer.png`` and ``prior_grid.png``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags.
+    records : list of bnn_zoo.experiments.runner.Record
+        The finished runs.
+
+    Returns
+    -------
+    str
+        Each data set's table as text ("" without ``--all-priors``).
+    """
     if not args.all_priors:
         return ""
     out = []
@@ -194,6 +356,18 @@ def compare(loos: dict) -> tuple[pd.DataFrame, bool]:
     the median model is within what chance gives the best of that many
     equally good models (McLatchie and Vehtari 2024) and warns if so. The
     toy summary says that once, in words; other warnings pass through.
+
+    Parameters
+    ----------
+    loos : dict of str to ELPDData
+        Each pair's PSIS-LOO result (:func:`bnn_zoo.loo`), by name.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        ``az.compare``'s table (unrounded).
+    chance : bool
+        Whether ArviZ warned that the ranking may be due to chance.
     """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
@@ -248,11 +422,21 @@ def _compare(args, runs: list) -> str:
 
 
 def experiment(dataset: str | None = None) -> runner.Experiment:
-    """``bnn-zoo <dataset>`` (``None``: ``bnn-zoo toy``, several data sets)."""
-    # XLA's YNNPACK fusions run the toy's predictions (batched 2x5, 5x5 and 5x2
-    # products over draws) ~40% slower than XLA's own loops, and the sweep's vmapped
-    # steps 1.3-1.9x slower; a lone fit's steps are unchanged. Older jaxlib lacks the
-    # flag and XLA aborts on a flag it does not know.
+    """The toy experiment for the runner: ``bnn-zoo <dataset>``.
+
+    Parameters
+    ----------
+    dataset : str, optional
+        ``"moons"`` or ``"circles"``; None (default): ``bnn-zoo toy``, several data sets.
+
+    Returns
+    -------
+    bnn_zoo.experiments.runner.Experiment
+        The experiment, with :data:`DEFAULTS` and PSIS-LOO on.
+    """
+    # XLA's YNNPACK fusions (a CPU-backend flag) run the toy's small batched products over draws
+    # slower than XLA's own loops, so the workers turn them off (docs/benchmarks.md, "Design choices").
+    # Older jaxlib lacks the flag and XLA aborts on a flag it does not know.
     flags = ("--xla_cpu_experimental_ynn_fusion_type=",) if runner.jaxlib_at_least(0, 10) else ()
     return runner.Experiment(
         name=dataset or "toy",
@@ -264,6 +448,22 @@ def experiment(dataset: str | None = None) -> runner.Experiment:
 
 
 def main(argv=None, prog: str | None = None, dataset: str | None = None) -> int:
+    """Run ``bnn-zoo moons``, ``circles`` or ``toy``.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The flags; default ``sys.argv[1:]``.
+    prog : str, optional
+        The command's name in help and errors.
+    dataset : str, optional
+        ``"moons"`` or ``"circles"``; None (default): ``bnn-zoo toy``.
+
+    Returns
+    -------
+    int
+        The exit code: 0 on success.
+    """
     return runner.main(experiment(dataset), argv, prog)
 
 

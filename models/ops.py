@@ -11,9 +11,8 @@ calls it in object mode) and is registered with pytensor's JAX dispatcher,
 where it becomes the matching ``jax.lax`` primitive, so a PyMC model built
 from them compiles whole to JAX (``backend="jax"``).
 
-Activations are NHWC (channels last), the layout XLA's CPU convolutions
-work in: seed 004's CNN step measured 0.84x the NCHW step in plain JAX
-(benchmarks/README.md). Kernels are HWIO ``(kh, kw, in, out)`` so that, as
+Activations are NHWC (channels last), the layout in which XLA's CPU
+convolutions run fastest (a CNN step in NCHW takes longer in plain JAX too). Kernels are HWIO ``(kh, kw, in, out)`` so that, as
 for dense ``(in, out)`` weights, the fan-in is the product of all but the
 last axis.
 """
@@ -31,6 +30,8 @@ from pytensor.graph.op import Op
 from pytensor.link.jax.dispatch import jax_funcify
 from pytensor.scalar import upcast
 
+__all__ = ["Conv2d", "MaxPool2d", "conv2d", "max_pool2d"]
+
 _DIMS = ("NHWC", "HWIO", "NHWC")
 
 
@@ -40,7 +41,13 @@ def _out_dim(size, k):
 
 # --------------------------------------------------------------------- conv2d
 class Conv2d(Op):
-    """``y[n, i, j, o] = sum_{a, b, c} x[n, i + a, j + b, c] * w[a, b, c, o]``."""
+    """The valid, stride-1 2-D convolution as a pytensor Op.
+
+    ``y[n, i, j, o] = sum_{a, b, c} x[n, i + a, j + b, c] * w[a, b, c, o]`` for an NHWC input
+    ``x`` and an HWIO kernel ``w``. Its gradients are two Ops of their own; on the JAX backend all
+    three become ``jax.lax.conv_general_dilated`` and its transpose. Models call it through
+    :func:`conv2d`.
+    """
 
     __props__ = ()
 
@@ -169,10 +176,27 @@ def _jax_conv2d_grad_kernel(op, node, **kwargs):
 
 
 def conv2d(x, w):
-    """Valid 2-D convolution, stride 1: ``x`` (N, H, W, C), ``w`` (kh, kw, C, O) -> (N, H-kh+1, W-kw+1, O).
+    """Valid 2-D convolution with stride 1, for a PyMC model.
 
     Like every deep-learning "convolution" this is a cross-correlation (the
     kernel is not flipped), which is what ``jax.lax.conv_general_dilated`` does.
+
+    Parameters
+    ----------
+    x : tensor-like, shape (N, H, W, C)
+        The input, channels last (NHWC).
+    w : tensor-like, shape (kh, kw, C, O)
+        The kernel (HWIO).
+
+    Returns
+    -------
+    TensorVariable, shape (N, H - kh + 1, W - kw + 1, O)
+        The convolution, in the input's and kernel's common dtype.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` or ``w`` is not 4-D.
     """
     return Conv2d()(x, w)
 
@@ -185,7 +209,22 @@ def _pool_windows(x: np.ndarray, k: int) -> np.ndarray:
 
 
 class MaxPool2d(Op):
-    """Max over non-overlapping ``k x k`` windows of an NHWC tensor (rows/cols that do not fill a window are dropped)."""
+    """Max over non-overlapping ``k x k`` windows of an NHWC tensor, as a pytensor Op.
+
+    Rows and columns that do not fill a window are dropped. On the JAX backend it becomes
+    ``jax.lax.reduce_window``; its gradient sends each window's gradient to the window's first
+    maximum. Models call it through :func:`max_pool2d`.
+
+    Parameters
+    ----------
+    k : int, default 2
+        The window's side and stride.
+
+    Raises
+    ------
+    ValueError
+        If ``k`` is below 1.
+    """
 
     __props__ = ("k",)
 
@@ -267,5 +306,23 @@ def _jax_max_pool2d_grad(op, node, **kwargs):
 
 
 def max_pool2d(x, k: int = 2):
-    """Max pooling over non-overlapping ``k x k`` windows (stride ``k``, "valid") of an NHWC tensor."""
+    """Max pooling over non-overlapping ``k x k`` windows (stride ``k``, "valid"), for a PyMC model.
+
+    Parameters
+    ----------
+    x : tensor-like, shape (N, H, W, C)
+        The input, channels last (NHWC).
+    k : int, default 2
+        The window's side and stride.
+
+    Returns
+    -------
+    TensorVariable, shape (N, H // k, W // k, C)
+        The maximum of each window; rows and columns that do not fill a window are dropped.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is not 4-D or ``k`` is below 1.
+    """
     return MaxPool2d(k)(x)

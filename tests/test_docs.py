@@ -69,6 +69,10 @@ def test_public_names_have_numpydoc_docstrings(module, name, obj):
         return  # an exception takes its message; nothing more to document
     documented = _names(doc["Parameters"])
     accepted = documented + (_names(doc["Attributes"]) if inspect.isclass(obj) else [])
+    if inspect.isclass(obj):  # a subclass's inherited fields are documented on its base class
+        for base in obj.__mro__[1:]:
+            if base.__module__.startswith("bnn_zoo") and (inspect.getdoc(base) or "").strip():
+                accepted += _names(ClassDoc(base)["Parameters"])
     signature = _signature(obj)
     missing = [p for p in signature if p not in accepted]
     extra = [p for p in documented if p not in signature]
