@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import tempfile
 from pathlib import Path
 
 __all__ = ["HelpFormatter", "Parser", "UsageError", "check_writable", "fraction", "int_list", "names",
@@ -322,7 +323,8 @@ def check_writable(path: Path, flag: str) -> None:
     """Check that ``path`` is, or can be created as, a writable folder.
 
     Looks at ``path``, or else its nearest ancestor that exists: that must
-    be a folder this process can write into. Nothing is created.
+    be a folder this process can create a folder in (tried with a folder
+    made and removed at once). Nothing is left behind.
 
     Parameters
     ----------
@@ -340,3 +342,9 @@ def check_writable(path: Path, flag: str) -> None:
     existing = next(p for p in (path, *path.parents) if p.exists())
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise UsageError(f"{flag} {path}: {existing} is not a writable folder")
+    # Permission bits do not tell everything (root passes them; /proc and read-only mounts refuse
+    # anyway): a folder made and removed at once does.
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".bnn-zoo-check-", dir=existing))
+    except OSError as err:
+        raise UsageError(f"{flag} {path}: cannot create a folder in {existing} ({err.strerror})") from None

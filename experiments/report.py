@@ -129,18 +129,27 @@ def verdict(effects, trend, gaps, diffs, agreement) -> list[str]:
     -------
     list of str
         Markdown bullet lines, one per question (and per data set where
-        the answer is).
+        the answer is). A question the sweep cannot answer (no hyperprior
+        against a fixed scale, one noise level, fewer than three pairs)
+        gets a line that says why.
     """
     lines = []
-    overall = effects.groupby("hyperprior")[["elpd_gain", "accuracy_gain"]].mean()
-    helped = effects[effects["elpd_gain_lo"] > 0]
-    hurt = effects[effects["elpd_gain_hi"] < 0]
-    lines.append(
-        f"- **Do hyperpriors beat a fixed scale?** In {len(helped)} of {len(effects)} (data set, noise, "
-        f"hyperprior) cells the held-out ELPD gain over the fixed-scale pair has a 95% interval above "
-        f"zero, in {len(hurt)} below zero. Averaged over data sets and noise levels: "
-        + "; ".join(f"{h} {r.elpd_gain:+.1f} nats per 1,000 test points ({r.accuracy_gain:+.2f} accuracy points)"
-                    for h, r in overall.iterrows()) + ".")
+    if effects.empty:
+        lines.append("- **Do hyperpriors beat a fixed scale?** Not answered: the sweep needs the fixed scale "
+                     "and another hyperprior with the same weight prior (`--hyperpriors fixed,inversegamma`).")
+    else:
+        overall = effects.groupby("hyperprior")[["elpd_gain", "accuracy_gain"]].mean()
+        helped = effects[effects["elpd_gain_lo"] > 0]
+        hurt = effects[effects["elpd_gain_hi"] < 0]
+        lines.append(
+            f"- **Do hyperpriors beat a fixed scale?** In {len(helped)} of {len(effects)} (data set, noise, "
+            f"hyperprior) cells the held-out ELPD gain over the fixed-scale pair has a 95% interval above "
+            f"zero, in {len(hurt)} below zero. Averaged over data sets and noise levels: "
+            + "; ".join(f"{h} {r.elpd_gain:+.1f} nats per 1,000 test points ({r.accuracy_gain:+.2f} accuracy "
+                        "points)" for h, r in overall.iterrows()) + ".")
+    if trend.empty and not effects.empty:
+        lines.append("- **Does the gain grow with the noise?** Not answered: it needs at least two noise levels "
+                     "of a data set (`--noise 0.1,0.3`).")
     for r in trend.itertuples():
         grows = ("grows with the noise" if r.slope_lo > 0 else "shrinks with the noise" if r.slope_hi < 0
                  else "shows no trend with the noise that the seeds can tell from none")
@@ -155,10 +164,19 @@ def verdict(effects, trend, gaps, diffs, agreement) -> list[str]:
                      + ", ".join(f"noise {r.noise:g}: {r.pair} ({n_tied[r.noise] - 1} others within its 95% interval)"
                                  for r in b.itertuples()) + ".")
     default = gaps[gaps["pair"] == "normal-inversegamma"]
-    lines.append(f"- **How far from the best possible classifier?** The default pair (normal-inversegamma) "
-                 f"is {default['gap'].mean():.2f} accuracy points below the Bayes-optimal classifier on "
-                 f"average (worst cell {default['gap'].max():.2f}); the best cell of any pair "
-                 f"{gaps['gap'].min():.2f}.")
+    if default.empty:
+        lines.append(f"- **How far from the best possible classifier?** The default pair (normal-inversegamma) "
+                     f"is not in this sweep; the best cell of any pair is {gaps['gap'].min():.2f} accuracy "
+                     "points below the Bayes-optimal classifier.")
+    else:
+        lines.append(f"- **How far from the best possible classifier?** The default pair (normal-inversegamma) "
+                     f"is {default['gap'].mean():.2f} accuracy points below the Bayes-optimal classifier on "
+                     f"average (worst cell {default['gap'].max():.2f}); the best cell of any pair "
+                     f"{gaps['gap'].min():.2f}.")
+    if agreement["spearman"].isna().all():
+        lines.append("- **Does PSIS-LOO rank the pairs as the held-out ELPD does?** Not answered: a rank "
+                     "correlation needs at least three pairs.")
+        return lines
     lines.append(f"- **Does PSIS-LOO rank the pairs as the held-out ELPD does?** Mean Spearman correlation "
                  f"{agreement['spearman'].mean():.2f} (cells from {agreement['spearman'].min():.2f} to "
                  f"{agreement['spearman'].max():.2f}); LOO picks the held-out best pair in "
@@ -196,12 +214,19 @@ def write_report(folder: Path, out: Path) -> Path:
         If the sweep's table is missing or unfit for a report (see
         :func:`load`).
     """
+    import pandas as pd
+
     from bnn_zoo.evaluation import plots, sweeps
     from bnn_zoo.inference.io import atomic_write, write_text
 
     table = load(folder)
     gaps, diffs = sweeps.pair_gaps(table), sweeps.elpd_differences(table)
-    effects, trend = sweeps.hyperprior_effects(table), sweeps.effect_trend(table)
+    effects = sweeps.hyperprior_effects(table)
+    # The gain's trend needs the gain (a hyperprior against the fixed scale) at two noise levels.
+    levels = table.groupby("dataset")["noise"].nunique()
+    trended = table[table["dataset"].isin(levels[levels > 1].index)]
+    trend = (sweeps.effect_trend(trended) if not effects.empty and not trended.empty
+             else pd.DataFrame(columns=["dataset", "slope", "slope_lo", "slope_hi", "p_value"]))
     agreement = sweeps.loo_agreement(table)
     out.mkdir(parents=True, exist_ok=True)
     for name, frame in (("gaps", gaps), ("elpd_differences", diffs), ("hyperprior_effects", effects),
@@ -212,20 +237,25 @@ def write_report(folder: Path, out: Path) -> Path:
     plots.sweep_lines(out / "elpd_differences.png", diffs.rename(columns={"diff": "gap", "diff_lo": "gap_lo",
                                                                            "diff_hi": "gap_hi"}),
                       "gap", "held-out ELPD minus the best pair's (nats / 1,000 points)", HYPER_STYLE)
-    plots.hyperprior_effect(out / "hyperprior_effect.png", effects, HYPER_STYLE)
+    (out / "hyperprior_effect.png").unlink(missing_ok=True)  # a report of an earlier sweep's may be there
+    if not effects.empty:
+        plots.hyperprior_effect(out / "hyperprior_effect.png", effects, HYPER_STYLE)
     plots.loo_vs_test(out / "loo_vs_test.png", table)
     n = table.groupby(["dataset", "noise", "pair"]).size()
     text = [f"# Prior sweep: {folder}", "",
             f"{len(table)} fits: data sets {', '.join(sorted(table['dataset'].unique()))}; noise "
             f"{', '.join(f'{v:g}' for v in sorted(table['noise'].unique()))}; {table['pair'].nunique()} prior "
-            f"pairs; {n.min() if n.min() == n.max() else f'{n.min()}-{n.max()}'} seeds each; {int(table['n_test'].iloc[0]):,} fresh test points per "
+            f"pair{'s' if table['pair'].nunique() > 1 else ''}; {n.min() if n.min() == n.max() else f'{n.min()}-{n.max()}'} seeds each; {int(table['n_test'].iloc[0]):,} fresh test points per "
             f"data set; {table['converged'].mean():.1%} of the fits converged. Intervals are 95% "
             "Student-t intervals over the seeds of paired differences (every pair sees the same data "
             "within a seed).", "", "## Verdict on seed 004", "",
             *verdict(effects, trend, gaps, diffs, agreement), "",
-            "![accuracy gap](gap_vs_noise.png)", "", "![hyperprior effect](hyperprior_effect.png)", "",
+            "![accuracy gap](gap_vs_noise.png)", "",
+            *(["![hyperprior effect](hyperprior_effect.png)", ""] if not effects.empty else []),
             "![ELPD differences](elpd_differences.png)", "", "![LOO against held-out](loo_vs_test.png)", "",
-            "## Hyperprior against fixed scale", "", sweeps.markdown(effects), "",
+            "## Hyperprior against fixed scale", "",
+            sweeps.markdown(effects) if not effects.empty else
+            "No hyperprior to set against the fixed scale in this sweep: no table and no figure.", "",
             "## PSIS-LOO against the held-out ELPD", "", sweeps.markdown(agreement), "",
             "## Accuracy gap to the Bayes-optimal classifier", "", sweeps.markdown(gaps), ""]
     path = out / "summary.md"

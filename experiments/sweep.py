@@ -510,6 +510,32 @@ class Store:
                 if stale.is_file():
                     stale.unlink()
 
+    def set_aside_damaged(self) -> list[tuple[str, str]]:
+        """Move every record that cannot be read into ``root / "damaged"``, so that it is fitted again.
+
+        A record cut short (a full disk, a bad copy) or otherwise unreadable would stop every later
+        run of the sweep in pyarrow; set aside, its fit counts as not done, and the other records
+        stay as they are. Its draws, if any, are overwritten by the new fit.
+
+        Returns
+        -------
+        list of (str, str)
+            Each damaged record's key and why it cannot be read.
+        """
+        import pyarrow.parquet as pq
+
+        damaged = []
+        for path in sorted(self.records.glob("*.parquet")):
+            if path.name.startswith("."):
+                continue
+            try:
+                pq.read_table(path)
+            except Exception as err:  # pyarrow raises several types for a cut-short or garbled file
+                (self.root / "damaged").mkdir(exist_ok=True)
+                path.replace(self.root / "damaged" / path.name)
+                damaged.append((path.stem, f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"))
+        return damaged
+
     def done(self) -> set[str]:
         """The keys of the fits in the store."""
         return {p.stem for p in self.records.glob("*.parquet") if not p.name.startswith(".")}
@@ -608,7 +634,8 @@ def _cluster(args):
 def run_sweep(args, report=print) -> tuple[Path, int]:
     """Fit what the store lacks; returns the consolidated table's path and the fits done now.
 
-    Runs the tasks in this process or on a Dask cluster (:func:`xla_flags`
+    Sets aside the records that cannot be read (:meth:`Store.set_aside_damaged`),
+    runs the tasks in this process or on a Dask cluster (:func:`xla_flags`
     on a local one), adds each record's Bayes-optimal reference and gaps,
     writes it to the store as it arrives, and rewrites ``fits.parquet``
     with every record in the store.
@@ -618,8 +645,8 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
     args : argparse.Namespace
         The sweep's parsed flags (:func:`build_parser`).
     report : callable, default print
-        Called with the line that counts the sweep's fits, those already in
-        the store and those to fit.
+        Called with a line per damaged record set aside, and the line that
+        counts the sweep's fits, those already in the store and those to fit.
 
     Returns
     -------
@@ -637,6 +664,8 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
         raise UsageError("the sweep's lists repeat a value (two fits with the same settings)")
     store = Store(args.out)
     store.open()
+    for key, why in store.set_aside_damaged():
+        report(f"record {key} is damaged ({why}); set aside in {args.out / 'damaged'}, it is fitted again")
     done = store.done()
     todo = [c for c, k in zip(cfgs, keys) if k not in done]
     report(f"{len(cfgs)} fits in the sweep, {len(cfgs) - len(todo)} already in {args.out}, "

@@ -146,10 +146,11 @@ def arguments(p: argparse.ArgumentParser, dataset: str | None) -> None:
                    "InverseGamma({alpha:g}, {beta:g}))".format(**HYPERPRIOR_PARAMS["inversegamma"]))
     p.add_argument("--all-priors", action="store_true",
                    help="fit every prior x hyperprior pair and compare them by PSIS-LOO")
-    p.add_argument("--priors", type=names(WEIGHT_PRIORS, "prior"), default=list(GRID_PRIORS),
-                   help="with --all-priors: comma-separated priors to compare")
-    p.add_argument("--hyperpriors", type=names(HYPERPRIORS, "hyperprior"), default=sorted(HYPERPRIORS),
-                   help="with --all-priors: comma-separated hyperpriors to compare")
+    p.add_argument("--priors", type=names(WEIGHT_PRIORS, "prior"), default=None,
+                   help="with --all-priors: comma-separated priors to compare (default: "
+                   + ",".join(GRID_PRIORS) + ")")
+    p.add_argument("--hyperpriors", type=names(HYPERPRIORS, "hyperprior"), default=None,
+                   help="with --all-priors: comma-separated hyperpriors to compare (default: all)")
     p.add_argument("--noise", type=nonneg_float, default=NOISE[dataset] if dataset else None,
                    help="data noise std" + ("" if dataset else " (default: each data set's, "
                    + ", ".join(f"{k} {v}" for k, v in NOISE.items()) + ")"))
@@ -181,8 +182,20 @@ def configs(args, dataset: str | None) -> list[ToyConfig]:
     list of ToyConfig
         With ``--all-priors``, every pair of ``--priors`` and ``--hyperpriors`` on every data set
         (without uncertainty maps or progress bars); otherwise ``--prior`` and ``--hyperprior``.
+
+    Raises
+    ------
+    bnn_zoo.experiments.cli.UsageError
+        If ``--priors`` or ``--hyperpriors`` is given without ``--all-priors``.
     """
     datasets = [dataset] if dataset else args.datasets
+    given = [flag for flag, value in (("--priors", args.priors), ("--hyperpriors", args.hyperpriors))
+             if value is not None]
+    if given and not args.all_priors:
+        raise runner.UsageError(f"{' and '.join(given)} select the pairs of --all-priors: add --all-priors, "
+                                "or fit one pair with --prior and --hyperprior")
+    args.priors = list(GRID_PRIORS) if args.priors is None else args.priors
+    args.hyperpriors = sorted(HYPERPRIORS) if args.hyperpriors is None else args.hyperpriors
     pairs = (list(itertools.product(args.priors, args.hyperpriors)) if args.all_priors
              else [(args.prior, args.hyperprior)])
     shared = runner.fit_settings(args) | ({"progress": False} if args.all_priors else {})

@@ -68,6 +68,26 @@ def test_unwritable_output_is_refused_before_fitting(tmp_path, capsys):
         assert capsys.readouterr().err.strip().endswith("is not a writable folder")
 
 
+def test_an_output_folder_that_cannot_be_created_is_refused_in_one_line(tmp_path, capsys):
+    # /proc passes the permission bits for root, but refuses every new folder
+    for flag in ("--out", "--figures"):
+        code = main(["--steps", "5", flag, "/proc/bnn-zoo-out"], dataset="moons")
+        assert code == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"{flag} /proc/bnn-zoo-out: " in err
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("flags", [["--priors", "normal,laplace"], ["--hyperpriors", "fixed"]])
+def test_grid_flags_without_all_priors_are_refused(tmp_path, capsys, flags):
+    code = main(["--steps", "5", *flags, "--out", str(tmp_path / "out")], dataset="moons")
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert f"{flags[0]} select the pairs of --all-priors: add --all-priors" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_bad_input_exit_status_of_the_real_command(tmp_path):
     proc = bnn_zoo("circles", "--steps", "0", "--out", "out", cwd=tmp_path)
     assert proc.returncode == 2

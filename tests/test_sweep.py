@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from bnn_zoo.experiments import runner, sweep, toy
+from bnn_zoo.experiments import report, runner, sweep, toy
 from tests.conftest import command_env
 
 SMALL = ["--steps", "300", "--n-test", "400", "--draws", "30", "--restarts", "2", "--no-progress"]
@@ -124,6 +124,25 @@ def test_kill_9_then_rerun_loses_and_duplicates_nothing(tmp_path):
     pd.testing.assert_frame_equal(killed, uninterrupted, check_exact=False, rtol=1e-9)
 
 
+def test_a_damaged_record_is_set_aside_and_fitted_again(tmp_path, capsys):
+    flags = ["--out", str(tmp_path / "sweep"), *SMALL, "--priors", "normal,laplace", "--hyperpriors", "fixed",
+             "--workers", "1"]
+    assert sweep.main(flags) == 0
+    records = tmp_path / "sweep" / "records"
+    cut, *kept = sorted(records.glob("*.parquet"))
+    kept_bytes, cut_bytes = [p.read_bytes() for p in kept], cut.read_bytes()
+    cut.write_bytes(cut_bytes[: len(cut_bytes) // 2])  # as a full disk or a bad copy leaves it
+    capsys.readouterr()
+    assert sweep.main(flags) == 0
+    err = capsys.readouterr().err
+    assert f"record {cut.stem} is damaged" in err and "it is fitted again" in err
+    assert f"{len(kept) + 1} fits in the sweep, {len(kept)} already in" in err
+    assert [p.read_bytes() for p in kept] == kept_bytes  # the other records are not refitted
+    assert (tmp_path / "sweep" / "damaged" / cut.name).stat().st_size == len(cut_bytes) // 2
+    table = pd.read_parquet(tmp_path / "sweep" / "fits.parquet")
+    assert sorted(table["key"]) == sorted(p.stem for p in [cut, *kept]) and table["accuracy"].notna().all()
+
+
 def test_a_changed_spec_adds_only_the_missing_fits(tmp_path):
     lines = []
     sweep.run_sweep(_args(tmp_path, "--seeds", "1", "--workers", "1"), report=lines.append)
@@ -159,7 +178,6 @@ def test_out_must_be_a_writable_folder(tmp_path, capsys):
 
 
 def test_report_writes_figures_and_a_verdict_from_paired_differences(tmp_path):
-    from bnn_zoo.experiments import report
 
     args = _args(tmp_path, "--priors", "normal,laplace", "--hyperpriors", "fixed,inversegamma", "--seeds", "2",
                  "--noise", "0.2,0.4", "--restarts", "1", "--workers", "1")
@@ -180,8 +198,27 @@ def test_report_writes_figures_and_a_verdict_from_paired_differences(tmp_path):
     np.testing.assert_allclose(row["elpd_gain"], np.mean(gains), rtol=1e-5)
 
 
+@pytest.mark.parametrize("pairs, noise, drawn, unanswered", [
+    (["--priors", "normal", "--hyperpriors", "fixed"], "0.2", False, ["hyperpriors beat", "rank correlation"]),
+    (["--priors", "normal", "--hyperpriors", "fixed,inversegamma"], "0.2", True, ["grow with the noise"]),
+])
+def test_report_works_on_any_subset_a_sweep_makes(tmp_path, pairs, noise, drawn, unanswered):
+    sweep_dir = tmp_path / "sweep"
+    assert sweep.main(["--out", str(sweep_dir), *SMALL, *pairs, "--noise", noise, "--datasets", "moons",
+                       "--seeds", "2", "--restarts", "1", "--workers", "1"]) == 0
+    assert report.main([str(sweep_dir)]) == 0
+    summary = (sweep_dir / "report" / "summary.md").read_text()
+    for question in unanswered:
+        line = next(line for line in summary.splitlines() if question in line)
+        assert "Not answered" in line
+    assert (sweep_dir / "report" / "hyperprior_effect.png").exists() == drawn
+    assert ("![hyperprior effect]" in summary) == drawn
+    verdict = summary.split("## Verdict")[1].split("\n## ")[0]
+    assert "nan" not in verdict  # every answer is a number or says why there is none
+    assert (sweep_dir / "report" / "gap_vs_noise.png").stat().st_size > 0
+
+
 def test_report_needs_a_sweep_folder(tmp_path, capsys):
-    from bnn_zoo.experiments import report
 
     assert report.main([str(tmp_path)]) == 2
     assert "has no fits.parquet" in capsys.readouterr().err and not (tmp_path / "report").exists()
