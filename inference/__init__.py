@@ -8,6 +8,8 @@ and :func:`~bnn_zoo.inference.posterior.loo`, the errors and warning a fit raise
 :data:`~bnn_zoo.inference.families.METHODS`. The modules:
 
 - :mod:`~bnn_zoo.inference.advi`: ``fit`` and ``FitResult``;
+- :mod:`~bnn_zoo.inference.minibatch`: models written with ``pm.Minibatch``, fitted with the
+  engine's own minibatches;
 - :mod:`~bnn_zoo.inference.batch`: ``fit_many``, many fits of one model structure at once;
 - :mod:`~bnn_zoo.inference.posterior`: draws, predictions and PSIS-LOO;
 - :mod:`~bnn_zoo.inference.diagnostics`: the convergence test of an ELBO trace;

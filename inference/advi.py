@@ -37,6 +37,7 @@ from bnn_zoo.inference.diagnostics import Convergence, convergence
 from bnn_zoo.inference.engine import CHUNK, Runner, compile_steps, steps_per_epoch
 from bnn_zoo.inference.families import Family
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
+from bnn_zoo.inference.minibatch import unwrap as unwrap_minibatch
 
 __all__ = ["KL_WEIGHTINGS", "MAX_STEPS", "ConvergenceWarning", "FitResult", "NonFiniteLossError", "Setup",
            "fit", "fullrank_from", "initial_mean", "precision", "prepare"]
@@ -380,7 +381,12 @@ def fit(
         Each epoch of ``N // batch_size`` steps walks a fresh random
         permutation of the rows (the remainder is skipped). The observed
         variables must carry ``total_size`` for the likelihood to stay at
-        full-data scale (the zoo's builders set it).
+        full-data scale (the zoo's builders set it). A model written with
+        ``pm.Minibatch`` needs neither this nor ``minibatch``: it is fitted
+        with its own batch size, the arrays given to ``pm.Minibatch`` in data
+        containers ``minibatch_0``, ``minibatch_1``, ...
+        (:func:`~bnn_zoo.inference.minibatch.unwrap`), and the result's
+        ``model`` is that model, for predictions on new data.
     minibatch : sequence of str, optional
         The ``pm.Data`` containers cut into minibatches, rows taken together;
         default every container of the model. They must have the same
@@ -492,6 +498,7 @@ def fit(
     ...                      steps=10_000, average=0)
     >>> result = bnn_zoo.fit(model, batch_size=100, kl_weighting="blundell")
     """
+    model, batch_size, minibatch = unwrap_minibatch(model, batch_size, minibatch)
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
     if not 0 <= warm_start < 1:

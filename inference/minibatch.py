@@ -1,0 +1,139 @@
+"""Models written with ``pm.Minibatch``, fitted with the engine's own minibatches.
+
+PyMC's minibatch ADVI puts the slicing into the model: ``pm.Minibatch(X, y, batch_size=50)``
+returns tensors that a ``MinibatchOp`` draws afresh, with random rows, at every evaluation, and
+the observed variable's ``total_size`` scales its log likelihood to the full data. The engine
+compiles the model once to JAX and cuts its data containers on the device instead
+(``fit(batch_size=..., minibatch=[...])``), so :func:`unwrap` rewrites such a model into that
+form: the same model, with each array given to ``pm.Minibatch`` in a data container of the full
+length, fitted with the same batch size. ``total_size`` stays as written, so the likelihood keeps
+PyMC's scale; on the full data (predictions, PSIS-LOO) the scale is 1.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pymc as pm
+import pytensor
+from pymc.data import MinibatchOp
+from pymc.model.fgraph import ModelNamed, fgraph_from_model, model_from_fgraph, model_named
+from pytensor.graph import FunctionGraph
+from pytensor.graph.basic import Constant
+from pytensor.graph.replace import clone_replace
+from pytensor.graph.traversal import ancestors
+
+__all__ = ["minibatch_nodes", "unwrap"]
+
+
+def minibatch_nodes(model: pm.Model) -> list:
+    """The ``MinibatchOp`` nodes of a model's graph (``pm.Minibatch``'s), in graph order.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        Any PyMC model.
+
+    Returns
+    -------
+    list of pytensor.graph.basic.Apply
+        One node per ``pm.Minibatch`` call; empty for a model without one.
+    """
+    outputs = [*model.basic_RVs, *model.deterministics, *model.potentials,
+               *(model.rvs_to_values[rv] for rv in model.observed_RVs)]
+    seen, nodes = set(), []
+    for var in ancestors(outputs):
+        node = var.owner
+        if node is not None and isinstance(node.op, MinibatchOp) and node not in seen:
+            seen.add(node)
+            nodes.append(node)
+    return nodes
+
+
+def unwrap(model: pm.Model, batch_size: int | None,
+           minibatch: Sequence[str] | None) -> tuple[pm.Model, int | None, Sequence[str] | None]:
+    """A model written with ``pm.Minibatch`` as the same model over full data containers.
+
+    Each array given to ``pm.Minibatch`` becomes a data container named ``minibatch_0``,
+    ``minibatch_1``, ... in the order of the calls and their arguments (a ``pm.Data``
+    container given to ``pm.Minibatch`` keeps its own name), and the minibatches are cut from
+    them, ``batch_size`` rows at a time, by the engine. The variables keep their names, order,
+    dims and initial values. A model without ``pm.Minibatch`` is returned as it is.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model to fit.
+    batch_size : int or None
+        :func:`bnn_zoo.fit`'s ``batch_size``: None, or ``pm.Minibatch``'s own.
+    minibatch : sequence of str or None
+        :func:`bnn_zoo.fit`'s ``minibatch``: None with ``pm.Minibatch``.
+
+    Returns
+    -------
+    model : pymc.Model
+        The model to fit: ``model`` itself, or its rewrite over full data containers.
+    batch_size : int or None
+        The batch size to fit with (``pm.Minibatch``'s).
+    minibatch : sequence of str or None
+        The containers to cut into minibatches.
+
+    Raises
+    ------
+    ValueError
+        If ``batch_size`` or ``minibatch`` disagree with the model's ``pm.Minibatch``, its
+        calls differ in batch size or in the length of their data, or it slices something
+        other than data.
+    """
+    nodes = minibatch_nodes(model)
+    if not nodes:
+        return model, batch_size, minibatch
+    sizes = {out.type.shape[0] for node in nodes for out in node.outputs[:-1]}
+    if len(sizes) != 1 or None in sizes:
+        raise ValueError(f"the model's pm.Minibatch calls have batch sizes {sorted(map(str, sizes))}; "
+                         "bnn_zoo.fit cuts every minibatch from one permutation of the rows, so give "
+                         "them one batch_size (or one pm.Minibatch call with every array)")
+    [size] = sizes
+    if minibatch is not None or (batch_size is not None and batch_size != size):
+        raise ValueError(f"the model cuts its minibatches with pm.Minibatch(..., batch_size={size}); "
+                         f"leave fit's batch_size and minibatch out (got batch_size={batch_size!r}, "
+                         f"minibatch={minibatch!r}), or build the model on pm.Data containers instead")
+    # fgraph_from_model refuses initial values: take them off for the rewrite, put them back after.
+    initvals = dict(model.rvs_to_initial_values)
+    model.rvs_to_initial_values = {rv: None for rv in initvals}
+    try:
+        fgraph, _ = fgraph_from_model(model, inlined_views=True)
+    finally:
+        model.rvs_to_initial_values = initvals
+    replacements, names, taken = {}, [], set(model.named_vars)
+    for node in (n for n in fgraph.toposort() if isinstance(n.op, MinibatchOp)):
+        for data, batch in zip(node.inputs[:-1], node.outputs[:-1]):
+            if data.owner is not None and isinstance(data.owner.op, ModelNamed):
+                full = data  # a pm.Data container given to pm.Minibatch
+            elif isinstance(data, Constant):
+                name = next(f"minibatch_{k}" for k in range(len(taken) + 1) if f"minibatch_{k}" not in taken)
+                taken.add(name)
+                full = model_named(pytensor.shared(np.asarray(data.data), name=name), name)
+            else:
+                raise ValueError(f"pm.Minibatch slices {batch.name or 'a tensor'} computed in the graph; "
+                                 "bnn_zoo.fit cuts data only: give pm.Minibatch arrays or pm.Data containers")
+            replacements[batch] = full
+            names.append(full.name)
+    lengths = {name: np.shape(var.owner.inputs[0].get_value(borrow=True))[0]
+               for name, var in zip(names, replacements.values())}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"the arrays given to pm.Minibatch differ in length: {lengths}")
+    # Rebuilt without the minibatches' static shapes, which would pin the data to the batch size.
+    outputs = clone_replace(list(fgraph.outputs), replacements, rebuild_strict=False)
+    rewritten = FunctionGraph(outputs=outputs, clone=False)
+    rewritten._coords, rewritten._dim_lengths = fgraph._coords, fgraph._dim_lengths
+    new = model_from_fgraph(rewritten, mutate_fgraph=True)
+    # The same variables in the same order as the model (the order of q's flat vector).
+    for attr in ("free_RVs", "observed_RVs", "deterministics", "potentials"):
+        order = {var.name: i for i, var in enumerate(getattr(model, attr))}
+        getattr(new, attr).sort(key=lambda var: order.get(var.name, len(order)))
+    for rv, value in initvals.items():
+        if value is not None:
+            new.set_initval(new[rv.name], value)
+    return new, size, list(dict.fromkeys(names))
