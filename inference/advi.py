@@ -273,10 +273,19 @@ def precision(float32: bool):
 
 def model_dtype(model: pm.Model) -> str:
     """The float dtype of the model's value variables (all must share it)."""
+    if not model.free_RVs:
+        raise ValueError("the model has no free variables, so there is nothing to fit: "
+                         "evaluate it with pm.draw or pm.sample_posterior_predictive instead")
+    discrete = [rv for rv in model.free_RVs if not model.rvs_to_values[rv].dtype.startswith("float")]
+    if discrete:
+        rv = discrete[0]
+        raise ValueError(f"free variable {rv.name!r} is discrete ({type(rv.owner.op).__name__.removesuffix('RV')}, "
+                         f"{model.rvs_to_values[rv].dtype}); ADVI fits continuous variables only: marginalise it "
+                         "out of the model (pymc-extras' marginalize), or sample the model with pm.sample")
     dtypes = {v.dtype for v in model.value_vars}
-    if not model.value_vars or len(dtypes) != 1 or not dtypes <= {"float32", "float64"}:
-        raise ValueError(f"ADVI needs continuous value variables of one float dtype, got "
-                         f"{sorted(dtypes) or 'none'}")
+    if len(dtypes) != 1 or not dtypes <= {"float32", "float64"}:
+        raise ValueError(f"ADVI needs continuous value variables of one float dtype, got {sorted(dtypes)}: "
+                         "build the model under one floatX (bnn_zoo.precision)")
     data = {v.dtype for v in model.data_vars if v.dtype.startswith("float")}
     if data - dtypes:
         raise ValueError(f"model data is {sorted(data)} but its variables are {dtypes.pop()}: "

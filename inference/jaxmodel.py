@@ -293,9 +293,21 @@ def jaxify(inputs: list, outputs: list) -> Callable:
     """
     fgraph = FunctionGraph(inputs=inputs, outputs=outputs, clone=True)
     JAX.including("local_remove_check_parameter").optimizer.rewrite(fgraph)
+    missing = [node.op for node in fgraph.toposort() if not _has_jax(node.op)]
+    if missing:
+        op = missing[0]
+        raise NotImplementedError(
+            f"the model uses the Op {op} ({type(op).__module__}.{type(op).__name__}), which has no JAX "
+            "implementation: register one with pytensor.link.jax.dispatch.jax_funcify, or write that "
+            "part of the model with pytensor's own operations")
     with warnings.catch_warnings():  # shape assertions, which JAX's tracing checks itself
         warnings.filterwarnings("ignore", message="Skipping Assert")
         return jax_funcify(fgraph)
+
+
+def _has_jax(op) -> bool:
+    """Whether pytensor's JAX dispatcher has an implementation of ``op``'s type (or of a parent)."""
+    return jax_funcify.dispatch(type(op)) is not jax_funcify.dispatch(object)
 
 
 def _with_data_inputs(model: pm.Model, outputs: list) -> tuple[list, list]:
