@@ -301,7 +301,7 @@ def _advi(model, s: dict, method: str, seed: int):
     if method == "fullrank_advi":
         fits = [fullrank_from(model, fits[0], optimizer=opt(s["fullrank_lr"]), seed=seed, progressbar=False,
                               **shared)]
-    tree = bnn_zoo.sample(fits, s["draws"], seed=seed, log_likelihood=False)
+    tree = bnn_zoo.sample(fits, s["draws"], seed=seed, log_likelihood=False, var_names=())
     tree.attrs.update(method=method, converged=all(f.convergence.converged for f in fits),
                       seconds=float(sum(f.seconds for f in fits)))
     return tree

@@ -6,6 +6,12 @@ checkpointing every ``--checkpoint-every`` steps (``--resume`` continues),
 then predicts every test image with ``--draws`` networks from q and writes
 the metrics, the per-image uncertainties, seed 004's figures (Figs. 4-6) and
 a reliability diagram.
+
+The module is the experiment's pieces for :mod:`~bnn_zoo.experiments.runner`:
+:class:`CNNConfig` (one run's settings), :func:`arguments` and :func:`configs`
+(flags to runs), :func:`model`, :func:`evaluate` and :func:`report`, put
+together in :data:`EXPERIMENT`; the data and the shared metrics come from
+:mod:`~bnn_zoo.experiments.mnist_shared`.
 """
 
 from __future__ import annotations
@@ -24,20 +30,43 @@ from bnn_zoo.experiments.cli import UsageError, positive_int
 from bnn_zoo.models import HYPERPRIORS, WEIGHT_PRIORS
 from bnn_zoo.models.cnn import cnn_classifier
 
-# Measured on the full data (docs/results.md): beta = 1 gave 1.68% test error and an
-# underconfident 1.80% ECE after 30 epochs; beta = 0.1 gave 0.94% and 0.25%.
+__all__ = ["DEFAULTS", "EXPERIMENT", "PREDICT_CHUNK", "CNNConfig", "arguments", "configs", "evaluate", "main",
+           "model", "report"]
+
+#: What a user gets with no flags: 30 epochs of minibatches of 128 at a constant rate, and a KL
+#: weight of 0.1, which tempers the posterior: with the plain ELBO (``--beta 1``) the KL of the
+#: weights outweighs the 50,000 images and the CNN underfits, underconfident. The measurements:
+#: docs/reproductions.md (mnist-defaults).
 DEFAULTS = dict(epochs=30, batch_size=128, lr=2e-3, beta=0.1, init_std=1e-3, draws=100,
                 checkpoint_every=500)
+#: Test images per forward pass when predicting (:func:`bnn_zoo.predict`'s ``chunk``).
 PREDICT_CHUNK = 1000  # test images per forward pass
 
 
 @dataclass(frozen=True)
 class CNNConfig(mnist_shared.MNISTConfig):
+    """One CNN run's settings: :class:`~bnn_zoo.experiments.mnist_shared.MNISTConfig`'s, and these.
+
+    Parameters
+    ----------
+    channels : tuple of int, default (32, 32)
+        Filters of each 5x5 convolution layer, each followed by a 2x2 max-pool.
+    dense : tuple of int, default (64,)
+        Units of each hidden dense layer.
+    """
+
     channels: tuple[int, ...] = (32, 32)
     dense: tuple[int, ...] = (64,)
 
 
 def arguments(p) -> None:
+    """Add the CNN experiment's own flags to a parser, and the MNIST data flags.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The command's parser (the shared fitting flags are added by the runner).
+    """
     p.add_argument("--prior", choices=sorted(WEIGHT_PRIORS), default="normal",
                    help="prior on every weight and bias")
     p.add_argument("--hyperprior", choices=sorted(HYPERPRIORS), default="inversegamma",
@@ -50,6 +79,23 @@ def arguments(p) -> None:
 
 
 def configs(args) -> list[CNNConfig]:
+    """The run a command line asks for.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags.
+
+    Returns
+    -------
+    list of CNNConfig
+        One run, in float32, into the data set folder ``mnist_cnn``.
+
+    Raises
+    ------
+    bnn_zoo.experiments.cli.UsageError
+        If ``--channels`` names more conv layers than a 28x28 image allows (at most 2).
+    """
     # Each conv (5x5, valid) and pool (2x2) shrinks the 28-pixel image: 28 -> 12 -> 4 -> 0.
     side = 28
     for _ in args.channels:
@@ -63,11 +109,52 @@ def configs(args) -> list[CNNConfig]:
 
 
 def model(cfg: CNNConfig, data: mnist_shared.Data):
+    """A run's PyMC model: the hierarchical Bayesian CNN on its training images.
+
+    Parameters
+    ----------
+    cfg : CNNConfig
+        The run (its channels, dense layers, prior and hyperprior).
+    data : bnn_zoo.experiments.mnist_shared.Data
+        The run's data (images ``(n, 1, 28, 28)``).
+
+    Returns
+    -------
+    pymc.Model
+        :func:`bnn_zoo.models.cnn.cnn_classifier`'s model.
+    """
     return cnn_classifier(data.X_train, data.y_train, channels=cfg.channels, dense=cfg.dense,
                           prior=cfg.prior, hyperprior=cfg.hyperprior)
 
 
 def evaluate(cfg: CNNConfig, data: mnist_shared.Data, fits, idata) -> runner.Evaluation:
+    """A fitted run's test metrics, per-image uncertainties and figures.
+
+    Predicts every test image with the posterior draws, scores them
+    (:func:`~bnn_zoo.experiments.mnist_shared.classification`) and draws into
+    ``<figures>/mnist_cnn/`` seed 004's figures: expected error against variance
+    (``variance_vs_error_<pair>.png``), the misclassified images with the lowest
+    expected error (``confident_mistakes_<pair>.png``) and the images with the
+    highest (``least_confident_<pair>.png``).
+
+    Parameters
+    ----------
+    cfg : CNNConfig
+        The run.
+    data : bnn_zoo.experiments.mnist_shared.Data
+        The run's data; its test split is predicted.
+    fits : list of bnn_zoo.FitResult
+        The run's fits; the first one predicts.
+    idata : xarray.DataTree
+        The posterior draws; the test predictions are added to it.
+
+    Returns
+    -------
+    bnn_zoo.experiments.runner.Evaluation
+        The metrics (``n_train``, ``n_test``, the test metrics and ``test_error``), and
+        ``reliability.csv`` and ``per_image.csv`` (each test image's label, prediction,
+        expected error and variance) for the run folder.
+    """
     test = data.splits
     proba = mnist_shared.test_predictions(cfg, fits[0], idata, test.X_test, PREDICT_CHUNK)
     metrics, files = mnist_shared.classification(
@@ -98,11 +185,25 @@ def evaluate(cfg: CNNConfig, data: mnist_shared.Data, fits, idata) -> runner.Eva
 
 
 def report(r: runner.Record) -> str:
+    """A finished run as one line: test error, NLL, ECE, fit and predict times, and its folder.
+
+    Parameters
+    ----------
+    r : bnn_zoo.experiments.runner.Record
+        The finished run.
+
+    Returns
+    -------
+    str
+        The line the command prints.
+    """
     m = r.metrics
     return (f"test error {m['test_error']:.2%}  nll {m['nll']:.4f}  ece {m['ece']:.2%}  "
             f"fit {m['fit_seconds']:.0f} s  predict {m['predict_seconds']:.0f} s  -> {r.dir}")
 
 
+#: The experiment for the runner: ``bnn-zoo mnist-cnn``, with :data:`DEFAULTS`, minibatches and
+#: checkpoints, and no posterior draws in ``idata.nc``.
 EXPERIMENT = runner.Experiment(
     name="mnist-cnn",
     description="Fit seed 004's Bayesian CNN to MNIST by minibatch ADVI and analyse its predictive "
@@ -113,6 +214,20 @@ EXPERIMENT = runner.Experiment(
 
 
 def main(argv=None, prog: str | None = None) -> int:
+    """Run ``bnn-zoo mnist-cnn``.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The flags; default ``sys.argv[1:]``.
+    prog : str, optional
+        The command's name in help and errors.
+
+    Returns
+    -------
+    int
+        The exit code: 0 on success.
+    """
     return runner.main(EXPERIMENT, argv, prog)
 
 

@@ -641,7 +641,7 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
     chosen = fits if picked is None or early else [fits[picked]]
     checks = [f.convergence for f in chosen]
     worst = next((c for c in checks if not c.converged), checks[0])
-    idata = bnn_zoo.sample(chosen, cfg.draws, seed=cfg.seed, log_likelihood=exp.loo)
+    idata = bnn_zoo.sample(chosen, cfg.draws, seed=cfg.seed, log_likelihood=exp.loo, var_names=())
     evaluation = exp.evaluate(cfg, data, chosen, idata)
     stats = idata["sample_stats"]
     ratio = (stats["log_p"] - stats["log_q"]).values.ravel()  # the ELBO of q (of the mixture, for several)

@@ -384,7 +384,7 @@ def _datatree(cfg, split, batch: _Batch, row: int):
     result = FitResult(model=model, family=batch.family, layout=batch.layout, params=batch.params(row),
                        elbo=batch.out.elbo[row], config=dict(batch.out.config, seed=cfg.seed), seconds=0.0,
                        compile_seconds=0.0, density=batch.density)
-    return bnn_zoo.sample(result, cfg.draws, seed=cfg.seed)
+    return bnn_zoo.sample(result, cfg.draws, seed=cfg.seed, var_names=())
 
 
 def bayes_task(split_settings: dict) -> dict:

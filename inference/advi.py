@@ -40,7 +40,7 @@ from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
 from bnn_zoo.inference.minibatch import unwrap as unwrap_minibatch
 
 __all__ = ["KL_WEIGHTINGS", "MAX_STEPS", "ConvergenceWarning", "FitResult", "NonFiniteLossError", "Setup",
-           "fit", "fullrank_from", "initial_mean", "precision", "prepare"]
+           "fit", "fullrank_from", "given_initvals", "initial_mean", "precision", "prepare"]
 
 #: The names :func:`fit`'s ``kl_weighting`` takes (besides a function of the step).
 KL_WEIGHTINGS = ("constant", "blundell")
@@ -299,7 +299,24 @@ def _fan_in(shape: tuple) -> int:
     return int(np.prod(shape[:-1]))
 
 
-def initial_mean(layout: Layout, point: dict, seed: int) -> np.ndarray:
+def given_initvals(model: pm.Model) -> frozenset:
+    """The value variables whose initial value the model sets (``initval=``), by name.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model.
+
+    Returns
+    -------
+    frozenset of str
+        Their value variables' names (``sigma_log__`` for a transformed ``sigma``).
+    """
+    return frozenset(model.rvs_to_values[rv].name for rv, value in model.rvs_to_initial_values.items()
+                     if value is not None and rv in model.free_RVs)
+
+
+def initial_mean(layout: Layout, point: dict, seed: int, given: frozenset = frozenset()) -> np.ndarray:
     """q's initial mean: the model's initial point, plus N(0, 1/fan_in) noise on every weight matrix.
 
     Every value variable of two or more axes counts as a weight matrix
@@ -307,7 +324,8 @@ def initial_mean(layout: Layout, point: dict, seed: int) -> np.ndarray:
     the product of all but its last axis. Biases and scalars start at the
     initial point (biases at 0, scales at the hyperprior's initial value).
     The random weights break the symmetry between hidden units, which
-    all-zero means would keep identical.
+    all-zero means would keep identical. A variable whose initial value the
+    model gives (``initval=``, named in ``given``) starts exactly there.
 
     Parameters
     ----------
@@ -317,6 +335,9 @@ def initial_mean(layout: Layout, point: dict, seed: int) -> np.ndarray:
         The model's initial point, ``model.initial_point()``.
     seed : int
         Seeds the noise; :func:`fit` passes its own ``seed``.
+    given : frozenset of str, default frozenset()
+        Value variables whose initial value the model gives
+        (:func:`given_initvals`): no noise on them.
 
     Returns
     -------
@@ -325,8 +346,8 @@ def initial_mean(layout: Layout, point: dict, seed: int) -> np.ndarray:
     """
     rng = np.random.default_rng(seed)
     mu = layout.flatten(point)
-    for _, slc, shape, _ in layout.slots:
-        if len(shape) >= 2:
+    for name, slc, shape, _ in layout.slots:
+        if len(shape) >= 2 and name not in given:
             mu[slc] += rng.normal(0.0, 1.0 / np.sqrt(_fan_in(shape)), size=shape).ravel()
     return mu
 
@@ -766,7 +787,7 @@ def prepare(model: pm.Model, *, method: str = "advi", steps: int = 10_000,
         layout = Layout.of(model, point)
         density = compile_model(model, layout)
         if init is None:
-            mean, sd = initial_mean(layout, point, seed), np.float64(init_std)
+            mean, sd = initial_mean(layout, point, seed, given_initvals(model)), np.float64(init_std)
         else:
             if [(n, s) for n, _, s, _ in init.layout.slots] != [(n, s) for n, _, s, _ in layout.slots]:
                 raise ValueError("init must be a fit of a model with the same variables and shapes")

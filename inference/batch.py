@@ -27,7 +27,7 @@ import pymc as pm
 
 from bnn_zoo.inference import core, families, optim
 from bnn_zoo.inference.advi import (FitResult, _kl_weighting, _minibatch, check_estimator, checked_settings,
-                                    compiled_steps, initial_mean, model_dtype)
+                                    compiled_steps, given_initvals, initial_mean, model_dtype)
 from bnn_zoo.inference.engine import CHUNK, steps_per_epoch
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
 
@@ -343,7 +343,7 @@ def fit_many(models: Sequence[pm.Model], seeds: Sequence[int], *, method: str = 
             raise ValueError("fit_many needs models of one structure (the same builder and settings "
                              "on data of one shape)")
     rows = [(i, seed + k) for i, seed in enumerate(seeds) for k in range(restarts)]  # (model, seed)
-    means = np.stack([initial_mean(layouts[i], points[i], seed) for i, seed in rows])
+    means = np.stack([initial_mean(layouts[i], points[i], seed, given_initvals(models[i])) for i, seed in rows])
     data = [np.stack([np.asarray(models[i].data_vars[j].get_value()) for i, _ in rows])
             for j in range(len(models[0].data_vars))]
     out = run_stacked(models[0], density, means, data, [seed for _, seed in rows], method=method, steps=steps,

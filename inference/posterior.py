@@ -358,7 +358,7 @@ def draws_posterior(model: pm.Model, density: ModelFunction, z: np.ndarray) -> D
 
 
 def sample(fits, draws: int = 500, *, seed: int = 0, log_likelihood: bool = True,
-           var_names: Sequence[str] = ()) -> DataTree:
+           var_names: Sequence[str] | None = None) -> DataTree:
     """Posterior draws of a fitted q (or of a mixture of fits: pass a list) as an ArviZ DataTree.
 
     Draws from q itself in the unconstrained space, maps them to the model's
@@ -380,8 +380,11 @@ def sample(fits, draws: int = 500, *, seed: int = 0, log_likelihood: bool = True
         Evaluate ``log p`` and each observed variable's pointwise log
         likelihood on the model's data (a pass over the data per draw).
         Without it ``log_p`` is NaN and there is no ``log_likelihood`` group.
-    var_names : sequence of str, default ()
-        Further variables for the ``posterior`` group, e.g. deterministics.
+    var_names : sequence of str, optional
+        Further variables for the ``posterior`` group. Default: every
+        ``pm.Deterministic`` of the model, as ``pm.sample`` does; ``()``: the
+        free variables alone (a network's per-observation deterministics can
+        be large: draws x observations x classes).
 
     Returns
     -------
@@ -426,6 +429,8 @@ def sample(fits, draws: int = 500, *, seed: int = 0, log_likelihood: bool = True
     fits = _as_list(fits)
     result, model = fits[0], fits[0].model
     z, log_q = draw_z(fits, draws, seed)
+    if var_names is None:
+        var_names = [v.name for v in model.deterministics]
     names = tuple(rv.name for rv in model.free_RVs) + tuple(v for v in var_names
                                                            if v not in {rv.name for rv in model.free_RVs})
     observed = tuple(rv.name for rv in model.observed_RVs)
@@ -630,7 +635,7 @@ def predict(source, new_data: Mapping | None = None, *, idata: DataTree | None =
     if idata is None:
         if not isinstance(source, FitResult):
             raise ValueError("predict from a model needs idata with a posterior")
-        idata = sample(source, draws, seed=seed, log_likelihood=False)
+        idata = sample(source, draws, seed=seed, log_likelihood=False, var_names=())
     posterior = idata["posterior"]
     missing = [rv.name for rv in model.free_RVs if rv.name not in posterior]
     if missing:
