@@ -1,7 +1,7 @@
 """Hierarchical Bayesian CNN classifier as a PyMC model (seed 004's MNIST network).
 
 conv 32@5x5 tanh -> max-pool 2 -> conv 32@5x5 tanh -> max-pool 2 -> dense 64
-tanh -> dense 10 softmax. As in :mod:`models.mlp`, layer ``l`` has weights
+tanh -> dense 10 softmax. As in :mod:`bnn_zoo.models.mlp`, layer ``l`` has weights
 ``W_l`` and biases ``b_l`` with one weight prior and one shared scale
 ``scale_l`` from the hyperprior. Convolution kernels are HWIO
 ``(kernel_row, kernel_col, in, out)``.
@@ -9,7 +9,7 @@ tanh -> dense 10 softmax. As in :mod:`models.mlp`, layer ``l`` has weights
 Images live in ``pm.Data("X")`` (N, C, H, W), the layout of the data
 loaders, and labels in ``pm.Data("y")``; ``p`` is the class-probability
 tensor. Inside the graph the activations are channels-last (NHWC, see
-:mod:`models.ops`): the images are transposed once at the input (for one
+:mod:`bnn_zoo.models.ops`): the images are transposed once at the input (for one
 channel a free reshape), and the flattened features run over (row, col,
 channel).
 """
@@ -26,6 +26,8 @@ import pytensor.tensor as pt
 from bnn_zoo.models.layers import LayerPriors
 from bnn_zoo.models.mlp import ACTIVATIONS
 from bnn_zoo.models.ops import conv2d, max_pool2d
+
+__all__ = ["cnn_classifier"]
 
 
 def cnn_classifier(

@@ -14,10 +14,35 @@ import numpy as np
 import pymc as pm
 import pytensor
 
+__all__ = ["Gaussian", "correlated_design", "linear_posterior", "linear_regression"]
+
 
 def linear_regression(X: np.ndarray, y: np.ndarray, *, prior_sd: float = 10.0,
                       noise_sd: float = 1.0) -> pm.Model:
-    """The model, with ``pm.Data`` containers ``X`` and ``y`` and weights ``w`` (dims ``feature``)."""
+    """The conjugate linear regression as a PyMC model.
+
+    Parameters
+    ----------
+    X : numpy.ndarray, shape (n, d)
+        The design matrix.
+    y : numpy.ndarray, shape (n,)
+        The targets.
+    prior_sd : float, default 10.0
+        The weights' prior sd.
+    noise_sd : float, default 1.0
+        The known noise sd.
+
+    Returns
+    -------
+    pymc.Model
+        With ``pm.Data`` containers ``X`` and ``y``, weights ``w`` (dims ``feature``) and the
+        observed ``y_obs``.
+
+    Raises
+    ------
+    ValueError
+        If ``X`` is not (n, d) with n > 0, or ``y`` not (n,).
+    """
     X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
     if X.ndim != 2 or y.shape != (len(X),) or not len(X):
         raise ValueError(f"X must be (n, d) and y (n,), got {X.shape} and {y.shape}")
@@ -32,7 +57,17 @@ def linear_regression(X: np.ndarray, y: np.ndarray, *, prior_sd: float = 10.0,
 
 @dataclass(frozen=True)
 class Gaussian:
-    """The exact posterior of ``w``: mean, covariance and precision."""
+    """The exact posterior of ``w``: mean, covariance and precision.
+
+    Parameters
+    ----------
+    mean : numpy.ndarray, shape (d,)
+        The posterior mean.
+    cov : numpy.ndarray, shape (d, d)
+        The posterior covariance.
+    precision : numpy.ndarray, shape (d, d)
+        Its inverse.
+    """
 
     mean: np.ndarray
     cov: np.ndarray
@@ -40,10 +75,12 @@ class Gaussian:
 
     @property
     def sd(self) -> np.ndarray:
+        """The marginal sds."""
         return np.sqrt(np.diag(self.cov))
 
     @property
     def corr(self) -> np.ndarray:
+        """The correlation matrix."""
         return self.cov / np.outer(self.sd, self.sd)
 
     @property
@@ -54,7 +91,24 @@ class Gaussian:
 
 def linear_posterior(X: np.ndarray, y: np.ndarray, *, prior_sd: float = 10.0,
                      noise_sd: float = 1.0) -> Gaussian:
-    """The exact posterior of :func:`linear_regression`'s weights."""
+    """The exact posterior of :func:`linear_regression`'s weights.
+
+    Parameters
+    ----------
+    X : numpy.ndarray, shape (n, d)
+        The design matrix.
+    y : numpy.ndarray, shape (n,)
+        The targets.
+    prior_sd : float, default 10.0
+        The weights' prior sd.
+    noise_sd : float, default 1.0
+        The known noise sd.
+
+    Returns
+    -------
+    Gaussian
+        The posterior of ``w``.
+    """
     X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
     precision = X.T @ X / noise_sd**2 + np.eye(X.shape[1]) / prior_sd**2
     cov = np.linalg.inv(precision)
@@ -62,7 +116,26 @@ def linear_posterior(X: np.ndarray, y: np.ndarray, *, prior_sd: float = 10.0,
 
 
 def correlated_design(n: int = 200, d: int = 5, rho: float = 0.8, seed: int = 0):
-    """``(X, y)``: ``n`` rows of ``d`` features with pairwise correlation ``rho``, and targets."""
+    """A regression data set with correlated features, where mean-field q is visibly too narrow.
+
+    Parameters
+    ----------
+    n : int, default 200
+        Rows.
+    d : int, default 5
+        Features.
+    rho : float, default 0.8
+        The features' pairwise correlation.
+    seed : int, default 0
+        Seeds the features, the true weights (N(0, 1)) and the unit noise.
+
+    Returns
+    -------
+    X : numpy.ndarray, shape (n, d)
+        The features.
+    y : numpy.ndarray, shape (n,)
+        The targets.
+    """
     rng = np.random.default_rng(seed)
     cov = np.full((d, d), rho) + (1 - rho) * np.eye(d)
     X = rng.multivariate_normal(np.zeros(d), cov, size=n)

@@ -26,6 +26,9 @@ import pytensor.tensor as pt
 from bnn_zoo.models.layers import LayerPriors
 from bnn_zoo.models.priors import get_hyperprior
 
+__all__ = ["ACTIVATIONS", "NOISE_MODELS", "mlp_classifier", "mlp_regressor"]
+
+#: The hidden layers' activations by name (``activation=``), shared with the CNN.
 ACTIVATIONS = {
     "tanh": pt.tanh,
     "relu": lambda x: pt.maximum(x, 0),
@@ -144,6 +147,7 @@ def mlp_classifier(
     return model
 
 
+#: The priors :func:`mlp_regressor` takes on its observation-noise sd ``sigma``.
 NOISE_MODELS = ("halfnormal",)
 
 

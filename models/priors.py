@@ -26,15 +26,37 @@ import pytensor
 import pytensor.tensor as pt
 from pymc.distributions.shape_utils import rv_size_is_none
 
+__all__ = ["HYPERPRIORS", "SCALE_FREE", "WEIGHT_PRIORS", "cauchy", "defaults", "fixed", "flat",
+           "get_hyperprior", "get_weight_prior", "halfcauchy", "halfnormal", "hyperprior", "inversegamma",
+           "laplace", "normal", "scale_mixture", "weight_prior"]
+
+#: The weight priors by name: ``normal``, ``laplace``, ``cauchy``, ``scale_mixture`` and ``flat``
+#: (filled by :func:`weight_prior`).
 WEIGHT_PRIORS: dict[str, Callable] = {}
+#: The hyperpriors on a layer's scale by name: ``fixed``, ``halfnormal``, ``halfcauchy`` and
+#: ``inversegamma`` (filled by :func:`hyperprior`).
 HYPERPRIORS: dict[str, Callable] = {}
-# Weight priors whose density does not depend on the layer scale: a model
-# built with them creates no scale variable, whatever the hyperprior.
+#: Weight priors whose density does not depend on the layer scale: a model built with them
+#: creates no scale variable, whatever the hyperprior.
 SCALE_FREE: set[str] = set()
 
 
 def weight_prior(name: str, *, uses_scale: bool = True):
-    """Register ``fn(name, scale, dims, **params)`` as the weight prior ``name``."""
+    """Register ``fn(name, scale, dims, **params)`` as the weight prior ``name`` (a decorator).
+
+    Parameters
+    ----------
+    name : str
+        The prior's name in :data:`WEIGHT_PRIORS` (and on the command line).
+    uses_scale : bool, default True
+        False for a prior whose density ignores the layer's scale (added to
+        :data:`SCALE_FREE`).
+
+    Returns
+    -------
+    callable
+        The decorator; it returns the function unchanged.
+    """
 
     def register(fn):
         WEIGHT_PRIORS[name] = fn
@@ -46,7 +68,18 @@ def weight_prior(name: str, *, uses_scale: bool = True):
 
 
 def hyperprior(name: str):
-    """Register ``fn(name, **params)`` as the hyperprior ``name``."""
+    """Register ``fn(name, **params)`` as the hyperprior ``name`` (a decorator).
+
+    Parameters
+    ----------
+    name : str
+        The hyperprior's name in :data:`HYPERPRIORS` (and on the command line).
+
+    Returns
+    -------
+    callable
+        The decorator; it returns the function unchanged.
+    """
 
     def register(fn):
         HYPERPRIORS[name] = fn
@@ -60,19 +93,64 @@ def hyperprior(name: str):
 
 @weight_prior("normal")
 def normal(name, scale, dims):
-    """Normal(0, scale): weight decay (L2)."""
+    """Normal(0, scale): weight decay (L2).
+
+    Parameters
+    ----------
+    name : str
+        The variable's name.
+    scale : float or TensorVariable
+        The layer's scale (the hyperprior's).
+    dims : str or tuple of str
+        The variable's dims.
+
+    Returns
+    -------
+    TensorVariable
+        The random variable.
+    """
     return pm.Normal(name, mu=0.0, sigma=scale, dims=dims)
 
 
 @weight_prior("laplace")
 def laplace(name, scale, dims):
-    """Laplace(0, b=scale): L1, concentrates weights at zero."""
+    """Laplace(0, b=scale): L1, concentrates weights at zero.
+
+    Parameters
+    ----------
+    name : str
+        The variable's name.
+    scale : float or TensorVariable
+        The layer's scale (the hyperprior's).
+    dims : str or tuple of str
+        The variable's dims.
+
+    Returns
+    -------
+    TensorVariable
+        The random variable.
+    """
     return pm.Laplace(name, mu=0.0, b=scale, dims=dims)
 
 
 @weight_prior("cauchy")
 def cauchy(name, scale, dims):
-    """Cauchy(0, beta=scale): heavy tails, few large weights cost little."""
+    """Cauchy(0, beta=scale): heavy tails, few large weights cost little.
+
+    Parameters
+    ----------
+    name : str
+        The variable's name.
+    scale : float or TensorVariable
+        The layer's scale (the hyperprior's).
+    dims : str or tuple of str
+        The variable's dims.
+
+    Returns
+    -------
+    TensorVariable
+        The random variable.
+    """
     return pm.Cauchy(name, alpha=0.0, beta=scale, dims=dims)
 
 
@@ -88,6 +166,31 @@ def scale_mixture(name, scale, dims, *, pi=0.5, sigma1=1.0, sigma2=float(np.exp(
     mixture written elementwise (:func:`_scale_mixture_logp`), which JAX
     fuses into one pass over the weights, where ``NormalMixture``'s stacked
     log-sum-exp costs as much as the rest of a 2x1200 MLP's step.
+
+    Parameters
+    ----------
+    name : str
+        The variable's name.
+    scale : float or TensorVariable
+        The layer's scale (the hyperprior's).
+    dims : str or tuple of str
+        The variable's dims.
+    pi : float, default 0.5
+        The broad component's weight.
+    sigma1 : float, default 1.0
+        The broad component's sd, as a multiple of ``scale``.
+    sigma2 : float, default exp(-6)
+        The spike's sd, as a multiple of ``scale``.
+
+    Returns
+    -------
+    TensorVariable
+        The random variable (a ``pm.CustomDist``).
+
+    Raises
+    ------
+    ValueError
+        Unless 0 < ``pi`` < 1 and both sigmas are positive.
     """
     if not (0 < pi < 1 and sigma1 > 0 and sigma2 > 0):
         raise ValueError(f"scale_mixture needs 0 < pi < 1 and positive sigmas, got pi={pi}, "
@@ -130,7 +233,22 @@ def _scale_mixture_logp(value, pi, s1, s2):
 
 @weight_prior("flat", uses_scale=False)
 def flat(name, scale, dims):
-    """Improper flat prior: maximum-likelihood-like; has no scale."""
+    """Improper flat prior: maximum-likelihood-like; has no scale.
+
+    Parameters
+    ----------
+    name : str
+        The variable's name.
+    scale : float or TensorVariable
+        Ignored.
+    dims : str or tuple of str
+        The variable's dims.
+
+    Returns
+    -------
+    TensorVariable
+        The random variable.
+    """
     return pm.Flat(name, dims=dims)
 
 
@@ -139,7 +257,25 @@ def flat(name, scale, dims):
 
 @hyperprior("fixed")
 def fixed(name, *, value=1.0):
-    """A delta hyperprior: the scale is the constant ``value``."""
+    """A delta hyperprior: the scale is the constant ``value``.
+
+    Parameters
+    ----------
+    name : str
+        Unused (no variable is created).
+    value : float, default 1.0
+        The scale.
+
+    Returns
+    -------
+    TensorVariable
+        A constant in ``floatX``.
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not positive.
+    """
     if not value > 0:
         raise ValueError(f"fixed scale must be positive, got {value}")
     return pt.constant(np.asarray(value, dtype="float64")).astype(pytensor.config.floatX)
@@ -147,19 +283,60 @@ def fixed(name, *, value=1.0):
 
 @hyperprior("halfnormal")
 def halfnormal(name, *, sigma=1.0):
-    """HalfNormal(sigma)."""
+    """HalfNormal(sigma) on the layer's scale.
+
+    Parameters
+    ----------
+    name : str
+        The variable's name.
+    sigma : float, default 1.0
+        Its sigma.
+
+    Returns
+    -------
+    TensorVariable
+        The random variable.
+    """
     return pm.HalfNormal(name, sigma=sigma)
 
 
 @hyperprior("halfcauchy")
 def halfcauchy(name, *, beta=1.0):
-    """HalfCauchy(beta)."""
+    """HalfCauchy(beta) on the layer's scale.
+
+    Parameters
+    ----------
+    name : str
+        The variable's name.
+    beta : float, default 1.0
+        Its beta.
+
+    Returns
+    -------
+    TensorVariable
+        The random variable.
+    """
     return pm.HalfCauchy(name, beta=beta)
 
 
 @hyperprior("inversegamma")
 def inversegamma(name, *, alpha=3.0, beta=2.0):
-    """InverseGamma(alpha, beta); the defaults give mean 1 and mode 0.5."""
+    """InverseGamma(alpha, beta) on the layer's scale; the defaults give mean 1 and mode 0.5.
+
+    Parameters
+    ----------
+    name : str
+        The variable's name.
+    alpha : float, default 3.0
+        Its shape.
+    beta : float, default 2.0
+        Its scale.
+
+    Returns
+    -------
+    TensorVariable
+        The random variable.
+    """
     return pm.InverseGamma(name, alpha=alpha, beta=beta)
 
 
@@ -183,17 +360,69 @@ def _resolve(registry: dict, kind: str, name: str, params: dict) -> Callable:
 
 
 def get_weight_prior(name: str, **params) -> Callable:
-    """The weight prior ``name`` with default parameters overridden by ``params``."""
+    """The weight prior ``name`` with default parameters overridden by ``params``.
+
+    Parameters
+    ----------
+    name : str
+        A name of :data:`WEIGHT_PRIORS`.
+    **params
+        Its keyword parameters (``pi=0.25`` for ``scale_mixture``, say).
+
+    Returns
+    -------
+    callable
+        ``fn(name, scale, dims)``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown prior or parameter, listing the valid ones.
+    """
     return _resolve(WEIGHT_PRIORS, "prior", name, params)
 
 
 def get_hyperprior(name: str, **params) -> Callable:
-    """The hyperprior ``name`` with default parameters overridden by ``params``."""
+    """The hyperprior ``name`` with default parameters overridden by ``params``.
+
+    Parameters
+    ----------
+    name : str
+        A name of :data:`HYPERPRIORS`.
+    **params
+        Its keyword parameters (``alpha=3, beta=4`` for ``inversegamma``, say).
+
+    Returns
+    -------
+    callable
+        ``fn(name)``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown hyperprior or parameter, listing the valid ones.
+    """
     return _resolve(HYPERPRIORS, "hyperprior", name, params)
 
 
 def defaults(name: str) -> dict:
-    """Default parameters of a registered prior or hyperprior."""
+    """Default parameters of a registered prior or hyperprior.
+
+    Parameters
+    ----------
+    name : str
+        A name of :data:`WEIGHT_PRIORS` or :data:`HYPERPRIORS`.
+
+    Returns
+    -------
+    dict
+        Its keyword parameters and their defaults.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name.
+    """
     fn = WEIGHT_PRIORS.get(name) or HYPERPRIORS.get(name)
     if fn is None:
         raise ValueError(f"unknown prior or hyperprior {name!r}")
