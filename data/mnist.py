@@ -22,28 +22,41 @@ from pathlib import Path
 
 import numpy as np
 
+__all__ = ["CHECKSUMS", "FILES", "MIRRORS", "MNIST", "MNISTError", "NORMALIZATIONS", "cache_dir", "fetch",
+           "load", "read_idx", "resolve_dir", "verify"]
+
+#: The four IDX files by role.
 FILES = {
     "train_images": "train-images-idx3-ubyte",
     "train_labels": "train-labels-idx1-ubyte",
     "test_images": "t10k-images-idx3-ubyte",
     "test_labels": "t10k-labels-idx1-ubyte",
 }
-CHECKSUMS = {  # sha256 of the decompressed IDX bytes
+#: The SHA-256 of each file's decompressed IDX bytes; every file read or downloaded is checked.
+CHECKSUMS = {
     "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
     "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
     "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
     "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
 }
+#: Where missing files are downloaded from, in order (the first copy that verifies is kept).
 MIRRORS = (
     "https://ossci-datasets.s3.amazonaws.com/mnist/",
     "https://storage.googleapis.com/cvdf-datasets/mnist/",
     "http://yann.lecun.com/exdb/mnist/",
 )
+#: The pixel scalings :func:`load` offers (``normalize=``).
 NORMALIZATIONS = ("255", "standardize", "126")
 
 
 def cache_dir() -> Path:
-    """Where MNIST is downloaded by default: ``mnist/`` in :func:`bnn_zoo.data.user_cache`."""
+    """Where MNIST is downloaded by default.
+
+    Returns
+    -------
+    pathlib.Path
+        ``mnist/`` in :func:`bnn_zoo.data.user_cache`.
+    """
     from bnn_zoo.data import user_cache
 
     return user_cache() / "mnist"
@@ -65,6 +78,19 @@ class MNIST:
 
     ``normalize`` is the scaling applied (one of :data:`NORMALIZATIONS`), ``source``
     the folder the files were read from.
+
+    Parameters
+    ----------
+    X_train, y_train : numpy.ndarray
+        The training split.
+    X_val, y_val : numpy.ndarray
+        The validation split (held out of the 60,000 training images).
+    X_test, y_test : numpy.ndarray
+        The 10,000 test images.
+    normalize : str
+        The scaling applied.
+    source : pathlib.Path
+        The folder the files were read from.
     """
 
     X_train: np.ndarray
@@ -78,12 +104,34 @@ class MNIST:
 
     @staticmethod
     def flat(X: np.ndarray) -> np.ndarray:
-        """``X`` as ``(n, 784)`` (a view)."""
+        """Images as rows of pixels, for an MLP.
+
+        Parameters
+        ----------
+        X : numpy.ndarray, shape (n, 1, 28, 28)
+            Images.
+
+        Returns
+        -------
+        numpy.ndarray, shape (n, 784)
+            A view of ``X``.
+        """
         return X.reshape(len(X), -1)
 
 
 def resolve_dir(data_dir: str | os.PathLike | None = None) -> Path:
-    """The MNIST folder: ``data_dir``, else ``$MNIST_DIR`` if set, else :func:`cache_dir`."""
+    """The MNIST folder: ``data_dir``, else ``$MNIST_DIR`` if set, else :func:`cache_dir`.
+
+    Parameters
+    ----------
+    data_dir : str or os.PathLike, optional
+        A folder given by the user.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder.
+    """
     if data_dir is not None:
         return Path(data_dir)
     env = os.environ.get("MNIST_DIR")
@@ -136,15 +184,43 @@ def _parse(data: bytes, path: Path) -> np.ndarray:
 def read_idx(path: str | os.PathLike) -> np.ndarray:
     """Read an IDX file (gzip or raw) of uint8: labels ``(n,)`` or images ``(n, rows, cols)``.
 
-    The array is read-only (a view of the file's bytes). Raises :class:`MNISTError` if
-    the header is not a uint8 IDX1/IDX3 header or the byte count does not match it.
+    The array is read-only (a view of the file's bytes).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+
+    Returns
+    -------
+    numpy.ndarray of uint8
+        Labels ``(n,)`` or images ``(n, rows, cols)``.
+
+    Raises
+    ------
+    MNISTError
+        If the file is missing, the header is not a uint8 IDX1/IDX3 header, or the byte count
+        does not match it.
     """
     path = Path(path)
     return _parse(_content(path), path)
 
 
 def verify(path: str | os.PathLike, expected_sha256: str) -> None:
-    """Check the sha256 of ``path``'s decompressed content; :class:`MNISTError` if it differs."""
+    """Check the SHA-256 of a file's decompressed content.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file (gzip or raw).
+    expected_sha256 : str
+        The hex digest it must have.
+
+    Raises
+    ------
+    MNISTError
+        If the file is missing or its digest differs.
+    """
     path = Path(path)
     _check(_content(path, expected_sha256), path, expected_sha256)
 

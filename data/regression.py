@@ -29,8 +29,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+__all__ = ["GAP", "SETTINGS", "TASKS", "Task", "conditional_mean", "load"]
+
+#: The regression tasks' names.
 TASKS = ("sine", "blundell")
-GAP = (-1.0, 1.0)  # the sine wave's gap for the in-between benchmark (a third of its range)
+#: The sine wave's gap for the in-between benchmark (a third of its range).
+GAP = (-1.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,27 @@ class Task:
     """One regression task's training data, prediction grid and truth.
 
     ``x_*`` are 1-D; the models take ``x[:, None]``.
+
+    Parameters
+    ----------
+    name : str
+        The task.
+    x_train, y_train : numpy.ndarray, shape (n_train,)
+        The training data.
+    x_test, y_test : numpy.ndarray, shape (n_test,)
+        Fresh inputs inside the data range, and their noisy targets drawn like the training ones.
+    data_range : tuple of float
+        Where the training inputs were drawn.
+    x_grid : numpy.ndarray, shape (n_grid,)
+        Prediction inputs, reaching beyond the data range.
+    f_grid : numpy.ndarray, shape (n_grid,)
+        The noise-free curve on the grid.
+    mean_grid : numpy.ndarray, shape (n_grid,)
+        ``E[y | x]`` on the grid (equal to ``f_grid`` for additive noise).
+    noise_sd : float
+        The noise's sd.
+    gap : tuple of float, optional
+        An interval of the data range without data.
     """
 
     name: str
@@ -66,7 +91,7 @@ class Task:
         return (self.x_grid > self.gap[0]) & (self.x_grid < self.gap[1])
 
 
-# name -> (data range, grid range, default n_train, noise sd)
+#: Each task's (data range, grid range, default ``n_train``, noise sd).
 SETTINGS = {
     "sine": ((-3.0, 3.0), (-6.0, 6.0), 200, 0.1),
     "blundell": ((0.0, 0.5), (-0.2, 1.2), 1000, 0.02),
@@ -142,7 +167,22 @@ def load(name: str, *, n_train: int | None = None, n_test: int = 1000, n_grid: i
 
 
 def conditional_mean(name: str, x: np.ndarray, noise_sd: float | None = None) -> np.ndarray:
-    """``E[y | x]`` of task ``name`` (the regression function a posterior mean estimates)."""
+    """``E[y | x]`` of a task: the regression function a posterior mean estimates.
+
+    Parameters
+    ----------
+    name : str
+        A name of :data:`TASKS`.
+    x : numpy.ndarray
+        Inputs.
+    noise_sd : float, optional
+        The noise sd (default the task's).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``E[y | x]`` at each input.
+    """
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; valid: {', '.join(TASKS)}")
     return _mean(name, np.asarray(x, dtype="float64"),

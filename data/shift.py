@@ -15,9 +15,29 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage
 
+__all__ = ["ood_sets", "rotate"]
+
 
 def rotate(images: np.ndarray, angle: float) -> np.ndarray:
-    """``images`` (n, h, w) rotated counter-clockwise by ``angle`` degrees, bilinear, zeros outside."""
+    """Images rotated counter-clockwise about their centre, bilinear, zeros outside.
+
+    Parameters
+    ----------
+    images : numpy.ndarray, shape (n, h, w)
+        The images.
+    angle : float
+        Degrees.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n, h, w)
+        The rotated images, in ``images``' dtype (a copy at a multiple of 360).
+
+    Raises
+    ------
+    ValueError
+        If ``images`` is not 3-D.
+    """
     images = np.asarray(images)
     if images.ndim != 3:
         raise ValueError(f"need images (n, h, w), got shape {images.shape}")
@@ -34,6 +54,20 @@ def ood_sets(images: np.ndarray, rng: np.random.Generator, n_noise: int = 2000) 
     positions. ``uniform``: ``n_noise`` images of i.i.d. uniform pixels on
     ``[0, 2 m]``; ``gaussian``: of ``N(m, s^2)`` pixels clipped to the
     images' range, where ``m`` and ``s`` are the images' pixel mean and sd.
+
+    Parameters
+    ----------
+    images : numpy.ndarray, shape (n, h, w)
+        The test images.
+    rng : numpy.random.Generator
+        Draws the permutation and the noise.
+    n_noise : int, default 2000
+        Noise images of each kind.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        ``"permuted"``, ``"uniform"`` and ``"gaussian"``, each (n, h, w) in ``images``' dtype.
     """
     images = np.asarray(images)
     n, h, w = images.shape

@@ -15,12 +15,27 @@ import numpy as np
 from scipy.special import expit, i0e, logsumexp
 from sklearn.datasets import make_circles, make_moons
 
+__all__ = ["CIRCLES_FACTOR", "DATASETS", "Split", "bayes_metrics", "bayes_proba", "load", "quadrature_points"]
+
+#: The toy data sets' names.
 DATASETS = ("moons", "circles")
 
 
 @dataclass(frozen=True)
 class Split:
-    """Train/test arrays of a 2-D binary classification problem."""
+    """Train/test arrays of a 2-D binary classification problem.
+
+    Parameters
+    ----------
+    X_train : numpy.ndarray, shape (n_train, 2)
+        Training inputs.
+    y_train : numpy.ndarray, shape (n_train,)
+        Training labels, 0 or 1.
+    X_test : numpy.ndarray, shape (n_test, 2)
+        Test inputs.
+    y_test : numpy.ndarray, shape (n_test,)
+        Test labels.
+    """
 
     X_train: np.ndarray
     y_train: np.ndarray
@@ -28,7 +43,22 @@ class Split:
     y_test: np.ndarray
 
     def grid(self, n: int = 100, margin: float = 0.5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """An ``n x n`` grid covering all points plus ``margin``: (xx, yy, points)."""
+        """An ``n x n`` grid covering all points plus ``margin``, for uncertainty maps.
+
+        Parameters
+        ----------
+        n : int, default 100
+            Points per axis.
+        margin : float, default 0.5
+            Space around the points.
+
+        Returns
+        -------
+        xx, yy : numpy.ndarray, shape (n, n)
+            The grid's coordinates (``np.meshgrid``).
+        points : numpy.ndarray, shape (n * n, 2)
+            The grid as model inputs.
+        """
         X = np.vstack([self.X_train, self.X_test])
         lo, hi = X.min(0) - margin, X.max(0) + margin
         xx, yy = np.meshgrid(np.linspace(lo[0], hi[0], n), np.linspace(lo[1], hi[1], n))
@@ -66,11 +96,23 @@ def load(name: str, *, n_train: int = 700, n_test: int = 300, noise: float = 0.2
     return Split(X[:n_train], y[:n_train], X[n_train:], y[n_train:])
 
 
-CIRCLES_FACTOR = 0.5  # the inner circle's radius (scikit-learn's factor)
+#: The inner circle's radius relative to the outer one (scikit-learn's ``factor``).
+CIRCLES_FACTOR = 0.5
 
 
 def quadrature_points(noise: float) -> int:
-    """Midpoints along a moon for its density: a spacing of noise / 16 (|error in P| < 1e-3)."""
+    """Midpoints along a moon for its density: a spacing of noise / 16 (|error in P| < 1e-3).
+
+    Parameters
+    ----------
+    noise : float
+        The data's noise sd.
+
+    Returns
+    -------
+    int
+        The number of quadrature points along each half-circle.
+    """
     return int(np.clip(np.ceil(16 * np.pi / noise), 256, 8192))
 
 
@@ -100,6 +142,25 @@ def bayes_proba(name: str, X: np.ndarray, noise: float) -> np.ndarray:
     The classes are equally likely; their densities are integrated over
     their curves (exactly for circles, by the midpoint rule for moons:
     :func:`quadrature_points`). Needs ``noise > 0``.
+
+    Parameters
+    ----------
+    name : str
+        ``"moons"`` or ``"circles"``.
+    X : numpy.ndarray, shape (n, 2)
+        The points.
+    noise : float
+        The generator's noise sd, positive.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n,)
+        ``P(class 1 | x)`` of each point.
+
+    Raises
+    ------
+    ValueError
+        For an unknown data set.
     """
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; valid: {', '.join(DATASETS)}")
@@ -110,7 +171,24 @@ def bayes_proba(name: str, X: np.ndarray, noise: float) -> np.ndarray:
 
 
 def bayes_metrics(name: str, X: np.ndarray, y: np.ndarray, noise: float) -> dict[str, float]:
-    """``bayes_accuracy`` and ``bayes_nll`` of the Bayes-optimal classifier on ``(X, y)``."""
+    """The Bayes-optimal classifier's accuracy and mean negative log-likelihood on ``(X, y)``.
+
+    Parameters
+    ----------
+    name : str
+        ``"moons"`` or ``"circles"``.
+    X : numpy.ndarray, shape (n, 2)
+        The points.
+    y : numpy.ndarray, shape (n,)
+        Their labels.
+    noise : float
+        The generator's noise sd.
+
+    Returns
+    -------
+    dict of str to float
+        ``bayes_accuracy`` and ``bayes_nll``.
+    """
     p1 = np.clip(bayes_proba(name, X, noise), 1e-300, 1 - 1e-16)
     y = np.asarray(y)
     return {"bayes_accuracy": float(np.mean((p1 > 0.5) == (y == 1))),
