@@ -7,8 +7,8 @@
 - :mod:`~bnn_zoo.experiments.mnist_cnn` and :mod:`~bnn_zoo.experiments.mnist_bbb`: the Bayesian
   CNN of seed 004 and Blundell's scale-mixture MLP with pruning (``bnn-zoo mnist-cnn``,
   ``mnist-bbb``), on the pieces they share in :mod:`~bnn_zoo.experiments.mnist_shared`;
-- :mod:`~bnn_zoo.experiments.regression`: 1-D regression away from the data (``bnn-zoo
-  regression``);
+- :mod:`~bnn_zoo.experiments.regression`: 1-D regression and its uncertainty away from the
+  data, over a sweep of KL weights (``bnn-zoo regression``);
 - :mod:`~bnn_zoo.experiments.alternatives`: ADVI against NUTS, SGLD, deep ensembles, SWAG and
   MC dropout (``bnn-zoo alternatives``);
 - :mod:`~bnn_zoo.experiments.sweep`: prior sweeps of many fits on Dask (``bnn-zoo sweep``), and

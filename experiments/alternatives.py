@@ -11,7 +11,8 @@ predictions go to ``<out>/draws/<key>.nc`` and its record to
 methods already there), where ``<key>`` is ``<benchmark>-<case>-s<seed>-<method>``.
 Then each case's comparison goes to ``<out>/<benchmark>-<case>-s<seed>.csv``
 and ``.md`` (MNIST adds ``..._shift.csv``, the metrics per rotation and
-out-of-distribution set), and its figures to ``--figures``.
+out-of-distribution set), and its figures to ``--figures``. With ``--quick``,
+``-quick`` follows the seed in these names.
 
 Methods (``--methods``): NUTS (``pm.sample`` with NumPyro), mean-field ADVI
 with the experiment's defaults (``advi``), full-rank ADVI from it

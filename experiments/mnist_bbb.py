@@ -6,7 +6,14 @@ prior of the registry) and a constant or Blundell's per-minibatch KL
 weighting. It reports the test error of the predictive averaged over
 ``--draws`` networks from q (seed 001 uses 10) and of the posterior-mean
 network; ``--prune`` also removes 0-98% of the weights by signal-to-noise or
-by magnitude (Blundell Table 2, seed 001 Table 1).
+by magnitude (Blundell Table 2, seed 001 Table 1); what pruning costs:
+docs/reproductions.md (snr-pruning).
+
+The module is the experiment's pieces for :mod:`~bnn_zoo.experiments.runner`:
+:class:`BBBConfig` (one run's settings), :func:`arguments` and :func:`configs`
+(flags to runs), :func:`model`, :func:`evaluate` and :func:`report`, put
+together in :data:`EXPERIMENT`; the data and the shared metrics come from
+:mod:`~bnn_zoo.experiments.mnist_shared`.
 """
 
 from __future__ import annotations
@@ -25,18 +32,44 @@ from bnn_zoo.experiments.cli import UsageError, positive_float
 from bnn_zoo.inference.posterior import point_posterior
 from bnn_zoo.models import HYPERPRIORS, WEIGHT_PRIORS, mlp_classifier
 
-# "gaussian" is Blundell's and seed 001's name for the registry's normal prior.
+__all__ = ["DEFAULTS", "EXPERIMENT", "HIDDEN", "PREDICT_CHUNK", "PRIORS", "BBBConfig", "arguments", "configs",
+           "evaluate", "main", "model", "network_weights", "report"]
+
+#: ``--prior``'s choices, each to its name in :data:`bnn_zoo.models.WEIGHT_PRIORS`: the registry's
+#: priors, and "gaussian", Blundell's and seed 001's name for the registry's normal prior.
 PRIORS = {"gaussian": "normal", **{name: name for name in WEIGHT_PRIORS}}
+#: ``--hidden``'s choices: the hidden layer widths of Blundell et al. and seeds 000 and 001.
 HIDDEN = (400, 800, 1024, 1200)
-# Measured on the full data (docs/results.md): with the plain ELBO (beta 1) the 2x400
-# Gaussian net had 2.16% test error after 150 epochs; beta 0.1 gave 1.50% in 100.
+#: What a user gets with no flags: 100 epochs of minibatches of 128 with Blundell's KL weighting,
+#: and a KL weight of 0.1, which tempers the posterior: with the plain ELBO (``--beta 1``) the
+#: 2x400 network's test error grows the longer it is fitted. The measurements:
+#: docs/reproductions.md (mnist-defaults).
 DEFAULTS = dict(epochs=100, batch_size=128, lr=1e-3, beta=0.1, init_std=0.03, draws=10,
                 kl_weighting="blundell", checkpoint_every=2000)
+#: Images per forward pass when predicting (:func:`bnn_zoo.predict`'s ``chunk``).
 PREDICT_CHUNK = 2000  # test images per forward pass
 
 
 @dataclass(frozen=True)
 class BBBConfig(mnist_shared.MNISTConfig):
+    """One Bayes by Backprop run's settings: :class:`~bnn_zoo.experiments.mnist_shared.MNISTConfig`'s, and these.
+
+    ``prior`` is a key of :data:`PRIORS` here (``"gaussian"`` or a registry name).
+
+    Parameters
+    ----------
+    hidden : int, default 400
+        Units in each hidden layer, one of :data:`HIDDEN`.
+    layers : int, default 2
+        Hidden layers, 1 or 2.
+    prior_scale : float, default 1.0
+        The prior scale with the ``"fixed"`` hyperprior (the scale mixture's components are
+        multiplied by it).
+    prune : bool, default False
+        Also prune the weights by signal-to-noise and by magnitude (``pruning.csv`` and two
+        figures).
+    """
+
     hidden: int = 400
     layers: int = 2
     prior_scale: float = 1.0
@@ -44,6 +77,13 @@ class BBBConfig(mnist_shared.MNISTConfig):
 
 
 def arguments(p) -> None:
+    """Add the Bayes by Backprop experiment's own flags to a parser, and the MNIST data flags.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The command's parser (the shared fitting flags are added by the runner).
+    """
     p.add_argument("--hidden", type=int, choices=HIDDEN, default=400, help="units in each hidden layer")
     p.add_argument("--layers", type=int, choices=(1, 2), default=2,
                    help="hidden layers (seed 000's 1x1024 row: --layers 1 --hidden 1024)")
@@ -61,6 +101,23 @@ def arguments(p) -> None:
 
 
 def configs(args) -> list[BBBConfig]:
+    """The run a command line asks for.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags.
+
+    Returns
+    -------
+    list of BBBConfig
+        One run, in float32, into the data set folder ``mnist_bbb_<layers>x<hidden>``.
+
+    Raises
+    ------
+    bnn_zoo.experiments.cli.UsageError
+        If ``--prior-scale`` is given with a hyperprior other than ``fixed``.
+    """
     if args.hyperprior != "fixed" and args.prior_scale != 1.0:
         raise UsageError("--prior-scale needs --hyperprior fixed")
     return [BBBConfig(**runner.fit_settings(args), **mnist_shared.data_settings(args),
@@ -70,6 +127,21 @@ def configs(args) -> list[BBBConfig]:
 
 
 def model(cfg: BBBConfig, data: mnist_shared.Data):
+    """A run's PyMC model: the ReLU MLP classifier on its flat training images.
+
+    Parameters
+    ----------
+    cfg : BBBConfig
+        The run (its layers, width, prior, hyperprior and prior scale).
+    data : bnn_zoo.experiments.mnist_shared.Data
+        The run's data (images ``(n, 784)``).
+
+    Returns
+    -------
+    pymc.Model
+        :func:`bnn_zoo.models.mlp_classifier`'s model; with the ``"fixed"`` hyperprior each
+        layer's prior scale is ``prior_scale``.
+    """
     return mlp_classifier(data.X_train, data.y_train, hidden=(cfg.hidden,) * cfg.layers, n_classes=10,
                           activation="relu", prior=PRIORS[cfg.prior], hyperprior=cfg.hyperprior,
                           hyperprior_params={"value": cfg.prior_scale} if cfg.hyperprior == "fixed"
@@ -77,12 +149,52 @@ def model(cfg: BBBConfig, data: mnist_shared.Data):
 
 
 def network_weights(fit) -> np.ndarray:
-    """Positions in q's flat vector of the network's weights and biases (not of any scales)."""
+    """Positions in q's flat vector of the network's weights and biases (not of any scales).
+
+    Parameters
+    ----------
+    fit : bnn_zoo.FitResult
+        A fit of :func:`model`'s network, whose variables ``W_*`` and ``b_*`` are the weights
+        and biases.
+
+    Returns
+    -------
+    numpy.ndarray
+        The positions, in the layout's order.
+    """
     return np.concatenate([np.arange(slc.start, slc.stop) for name, slc, _, _ in fit.layout.slots
                            if name.startswith(("W_", "b_"))])
 
 
 def evaluate(cfg: BBBConfig, data: mnist_shared.Data, fits, idata) -> runner.Evaluation:
+    """A fitted run's test and validation errors, calibration and, with ``prune``, its pruning.
+
+    Predicts the test and validation images with the posterior draws, scores the test images
+    (:func:`~bnn_zoo.experiments.mnist_shared.classification`) and predicts them with the
+    posterior-mean network. With ``prune`` it sets 0-98% of the weights and biases
+    (:data:`bnn_zoo.evaluation.pruning.FRACTIONS`) to zero by signal-to-noise and by magnitude,
+    scores each pruned posterior-mean network, and draws ``snr_<pair>.png`` and
+    ``pruned_weights_<pair>.png`` into ``<figures>/<dataset>/``.
+
+    Parameters
+    ----------
+    cfg : BBBConfig
+        The run.
+    data : bnn_zoo.experiments.mnist_shared.Data
+        The run's data; its validation and test splits are predicted.
+    fits : list of bnn_zoo.FitResult
+        The run's fits; the first one predicts and is pruned.
+    idata : xarray.DataTree
+        The posterior draws; the test predictions are added to it.
+
+    Returns
+    -------
+    bnn_zoo.experiments.runner.Evaluation
+        The metrics (the test metrics, ``test_error``, ``val_error``,
+        ``test_error_mean_weights``, ``n_train``, ``n_test`` and, with ``prune``,
+        ``snr_cutoffs_db``), and ``reliability.csv`` and, with ``prune``, ``pruning.csv`` for
+        the run folder.
+    """
     test, fit = data.splits, fits[0]
     X_test, X_val = test.flat(test.X_test), test.flat(test.X_val)
     proba = mnist_shared.test_predictions(cfg, fit, idata, X_test, PREDICT_CHUNK)
@@ -125,6 +237,18 @@ def evaluate(cfg: BBBConfig, data: mnist_shared.Data, fits, idata) -> runner.Eva
 
 
 def report(r: runner.Record) -> str:
+    """A finished run as one line: test errors of the draws and of the mean weights, NLL, ECE, time.
+
+    Parameters
+    ----------
+    r : bnn_zoo.experiments.runner.Record
+        The finished run.
+
+    Returns
+    -------
+    str
+        The line the command prints.
+    """
     m, cfg = r.metrics, r.cfg
     return (f"{cfg.layers}x{cfg.hidden} {cfg.prior}-{cfg.hyperprior}: test error {m['test_error']:.2%} "
             f"({cfg.draws} draws), {m['test_error_mean_weights']:.2%} (mean weights), "
@@ -132,6 +256,8 @@ def report(r: runner.Record) -> str:
             f"-> {r.dir}")
 
 
+#: The experiment for the runner: ``bnn-zoo mnist-bbb``, with :data:`DEFAULTS`, minibatches and
+#: checkpoints, and no posterior draws in ``idata.nc``.
 EXPERIMENT = runner.Experiment(
     name="mnist-bbb",
     description="Bayes by Backprop (mean-field ADVI) on a 784-H-H-10 ReLU MLP for MNIST, with test "
@@ -141,6 +267,20 @@ EXPERIMENT = runner.Experiment(
 
 
 def main(argv=None, prog: str | None = None) -> int:
+    """Run ``bnn-zoo mnist-bbb``.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The flags; default ``sys.argv[1:]``.
+    prog : str, optional
+        The command's name in help and errors.
+
+    Returns
+    -------
+    int
+        The exit code: 0 on success.
+    """
     return runner.main(EXPERIMENT, argv, prog)
 
 

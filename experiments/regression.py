@@ -16,6 +16,12 @@ observation noise included), ``sd_ratio_out_in`` (mean sd of the network
 output ``mu`` outside the data range over the mean inside;
 ``sd_ratio_out_in_total`` with the observation noise) and ``elbo_final``
 (the mean of the restarts' final ELBOs, a lower bound on the mixture's).
+How the defaults were chosen: docs/reproductions.md (regression-defaults).
+
+The module is the experiment's pieces for :mod:`~bnn_zoo.experiments.runner`:
+:class:`RegressionConfig` (one run's settings), :func:`arguments` and
+:func:`configs` (flags to runs), :func:`data`, :func:`model`, :func:`evaluate`,
+:func:`report` and :func:`summarize`, put together in :data:`EXPERIMENT`.
 """
 
 from __future__ import annotations
@@ -35,25 +41,55 @@ from bnn_zoo.experiments.cli import int_list, nonneg_float, positive_float
 from bnn_zoo.inference.io import write_text
 from bnn_zoo.models.mlp import ACTIVATIONS, mlp_regressor
 
+__all__ = ["ARCHITECTURE", "BETAS", "DEFAULTS", "EXPERIMENT", "PREDICTIVE_REPLICAS", "RegressionConfig",
+           "arguments", "betas", "configs", "data", "evaluate", "figure_path", "main", "model", "report",
+           "spread", "summarize"]
+
+#: Seed 000's sweep of KL weights: the runs without ``--beta``, one per weight.
 BETAS = (1.0, 0.1, 0.01, 0.001, 0.0001)  # seed 000's sweep
-# Seed 000 fixes 2 x 10 tanh for the sine wave; Blundell's curve uses ReLU. One
-# mean-field tanh fit keeps about its in-range sd outside the data (the exact
-# posterior does not: benchmarks/regression_nuts.py); restarts from other initial
-# means extrapolate differently, and five of them pooled spread ~4x as far outside.
+#: Each task's network and restarts, where ``--hidden``, ``--activation`` and ``--restarts`` do not
+#: say: seed 000 fixes 2 x 10 tanh for the sine wave, Blundell's curve uses ReLU. One mean-field
+#: tanh fit keeps about its in-range sd outside the data, where NUTS on the same model widens (the
+#: study regression_nuts in docs/benchmarks.md, benchmarks/studies/regression_nuts.py); restarts
+#: extrapolate each their own way, so the sine wave's mixture of 5 spreads wider outside. The
+#: measurements: docs/reproductions.md (regression-defaults).
 ARCHITECTURE = {"sine": dict(hidden=(10, 10), activation="tanh", restarts=5),
                 "blundell": dict(hidden=(10, 10), activation="relu", restarts=1)}
-# 50,000 steps of a cosine decay from 0.003 pass the convergence test (20,000 at a constant 0.003
-# did not: the ELBO still rose by 10 nats over the last 4,000), docs/results.md.
-# Full-rank continues from the mean-field fit at 1e-4: at the toy experiments' 1e-3 it fell
-# 400 (Blundell's curve) and 82 (sine) nats below its own mean-field start and never climbed
-# back; at 1e-4 it ends 20 nats above it on both (docs/results.md, issue 19).
+#: What a user gets with no flags: 50,000 steps of a cosine decay from 0.003, which pass the
+#: convergence test; every beta of :data:`BETAS` and each task's restarts of :data:`ARCHITECTURE`
+#: (``beta`` and ``restarts`` None); and a full-rank phase at 1e-4, which climbs above its
+#: mean-field start where 1e-3 falls below it. The measurements: docs/reproductions.md
+#: (regression-defaults).
 DEFAULTS = dict(steps=50_000, lr=0.003, lr_schedule="cosine", lr_final=0.01, init_std=0.01, draws=1000,
                 restarts=None, beta=None, fullrank_lr=1e-4)
+#: Noise draws per posterior draw for the predictive interval
+#: (:func:`bnn_zoo.evaluation.metrics.predictive_interval`).
 PREDICTIVE_REPLICAS = 4  # noise draws per posterior draw for the predictive interval
 
 
 @dataclass(frozen=True)
 class RegressionConfig(runner.RunConfig):
+    """One regression run's settings: :class:`~bnn_zoo.experiments.runner.RunConfig`'s, and these.
+
+    The run folder is ``<out>/regression/<task>-beta<beta>-s<seed>``, tagged ``-r<restarts>``
+    when the restarts are not the task's default (:data:`ARCHITECTURE`).
+
+    Parameters
+    ----------
+    task : str, default "sine"
+        The task, one of :data:`bnn_zoo.data.regression.TASKS`.
+    hidden : tuple of int, default (10, 10)
+        Hidden layer sizes.
+    activation : str, default "tanh"
+        The hidden nonlinearity, a name of :data:`bnn_zoo.models.mlp.ACTIVATIONS`.
+    noise : str or float, default "halfnormal"
+        The observation noise sd: ``"halfnormal"`` (inferred, sigma ~ HalfNormal(1)) or a fixed
+        value.
+    data_noise : float, optional
+        The sd of the data's noise; default the task's (0.1 for the sine wave, 0.02 for
+        Blundell's curve).
+    """
+
     task: str = "sine"
     hidden: tuple[int, ...] = (10, 10)
     activation: str = "tanh"
@@ -62,6 +98,7 @@ class RegressionConfig(runner.RunConfig):
 
     @property
     def name(self) -> str:
+        """The run folder's name, ``<task>-beta<beta>-s<seed>`` and a restarts tag."""
         tag = "" if self.restarts == ARCHITECTURE[self.task]["restarts"] else f"-r{self.restarts}"
         return f"{self.task}-beta{self.beta:g}-s{self.seed}{tag}"
 
@@ -77,6 +114,13 @@ def _noise(text):
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
+    """Add the regression experiment's own flags to a parser.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The command's parser (the shared fitting flags are added by the runner).
+    """
     p.add_argument("--task", choices=(*regression.TASKS, "all"), default="all", help="which task to fit")
     p.add_argument("--activation", choices=sorted(ACTIVATIONS), default=None,
                    help="hidden nonlinearity (default: tanh for sine, relu for blundell)")
@@ -90,6 +134,20 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 
 def configs(args) -> list[RegressionConfig]:
+    """The runs a command line asks for: one per task and KL weight.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags.
+
+    Returns
+    -------
+    list of RegressionConfig
+        For each task of ``--task`` (both with ``all``) and each beta of :func:`betas`, a run
+        with the task's network and restarts of :data:`ARCHITECTURE` unless the flags say
+        otherwise.
+    """
     tasks = regression.TASKS if args.task == "all" else (args.task,)
     shared = runner.fit_settings(args)
     out = []
@@ -105,21 +163,74 @@ def configs(args) -> list[RegressionConfig]:
 
 
 def betas(args) -> tuple[float, ...]:
-    """``--beta``, or seed 000's sweep without it."""
+    """``--beta``, or seed 000's sweep without it.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags.
+
+    Returns
+    -------
+    tuple of float
+        ``(args.beta,)``, or :data:`BETAS` when ``--beta`` is not given.
+    """
     return BETAS if args.beta is None else (args.beta,)
 
 
 def data(cfg: RegressionConfig) -> regression.Task:
+    """A run's task: training and test points, prediction grid and truth.
+
+    Parameters
+    ----------
+    cfg : RegressionConfig
+        The run (its task, data noise and seed).
+
+    Returns
+    -------
+    bnn_zoo.data.regression.Task
+        :func:`bnn_zoo.data.regression.load`'s task.
+    """
     return regression.load(cfg.task, noise_sd=cfg.data_noise, seed=cfg.seed)
 
 
 def model(cfg: RegressionConfig, task: regression.Task):
+    """A run's PyMC model: the MLP regressor on its training points.
+
+    Parameters
+    ----------
+    cfg : RegressionConfig
+        The run (its hidden sizes, activation and observation noise).
+    task : bnn_zoo.data.regression.Task
+        The run's data.
+
+    Returns
+    -------
+    pymc.Model
+        :func:`bnn_zoo.models.mlp.mlp_regressor`'s model, with N(0, 1) on every weight.
+    """
     return mlp_regressor(task.x_train[:, None], task.y_train, hidden=cfg.hidden,
                          activation=cfg.activation, noise=cfg.noise)
 
 
 def spread(mean: np.ndarray, sd: np.ndarray, task: regression.Task) -> dict:
-    """``rmse_in``, ``sd_in``, ``sd_out``, ``sd_ratio_out_in`` of grid predictions' mean and sd."""
+    """``rmse_in``, ``sd_in``, ``sd_out``, ``sd_ratio_out_in`` of grid predictions' mean and sd.
+
+    Parameters
+    ----------
+    mean : numpy.ndarray
+        The predictive mean at each grid point.
+    sd : numpy.ndarray
+        The predictive sd at each grid point.
+    task : bnn_zoo.data.regression.Task
+        The task, whose ``in_range`` splits the grid and whose ``mean_grid`` is the truth.
+
+    Returns
+    -------
+    dict
+        ``rmse_in`` (the mean's RMSE against ``E[y | x]`` inside the data range), ``sd_in`` and
+        ``sd_out`` (the mean sd inside and outside it) and ``sd_ratio_out_in`` (their ratio).
+    """
     inside = task.in_range
     return {"rmse_in": float(np.sqrt(np.mean(np.square(mean - task.mean_grid)[inside]))),
             "sd_in": float(sd[inside].mean()), "sd_out": float(sd[~inside].mean()),
@@ -127,6 +238,31 @@ def spread(mean: np.ndarray, sd: np.ndarray, task: regression.Task) -> dict:
 
 
 def evaluate(cfg: RegressionConfig, task: regression.Task, fits, idata) -> runner.Evaluation:
+    """A fitted run's metrics and its predictions on the grid.
+
+    Predicts the network output ``mu`` on the grid and the test points with the posterior
+    draws; the predictive interval adds the observation noise (the posterior's ``sigma``, or
+    the fixed ``noise``) with :data:`PREDICTIVE_REPLICAS` draws each.
+
+    Parameters
+    ----------
+    cfg : RegressionConfig
+        The run.
+    task : bnn_zoo.data.regression.Task
+        The run's data.
+    fits : list of bnn_zoo.FitResult
+        The run's fits; the first one predicts.
+    idata : xarray.DataTree
+        The posterior draws.
+
+    Returns
+    -------
+    bnn_zoo.experiments.runner.Evaluation
+        The metrics (the module's, :func:`spread`'s, ``rmse_in_vs_e0``, ``rmse_test``,
+        ``sigma_mean`` and the data's sizes and ranges), ``grid.csv`` (truth, mean, sd and 95%
+        interval at each grid point) for the run folder, and the task and the grid's bands for
+        :func:`summarize`.
+    """
     x = np.concatenate([task.x_grid, task.x_test])[:, None]
     mu = predict(fits[0], {"X": x}, idata=idata, var_names=["mu"])["predictions"]["mu"].values[0]
     mu_grid, mu_test = mu[:, : len(task.x_grid)], mu[:, len(task.x_grid):]
@@ -158,6 +294,18 @@ def evaluate(cfg: RegressionConfig, task: regression.Task, fits, idata) -> runne
 
 
 def report(r: runner.Record) -> str:
+    """A finished run as one line: its metrics, fit time and folder.
+
+    Parameters
+    ----------
+    r : bnn_zoo.experiments.runner.Record
+        The finished run.
+
+    Returns
+    -------
+    str
+        The line the command prints.
+    """
     m = r.metrics
     return (f"{m['task']:>8s} beta {m['beta']:>6g}: rmse_in {m['rmse_in']:.4f}  "
             f"coverage95_in {m['coverage95_in']:.3f}  sd_ratio_out_in {m['sd_ratio_out_in']:5.2f} "
@@ -166,7 +314,22 @@ def report(r: runner.Record) -> str:
 
 
 def figure_path(cfg: RegressionConfig, betas) -> str:
-    """``<figures>/regression/<task>.png`` for the default sweep, tagged otherwise."""
+    """``<figures>/regression/<task>.png`` for the default sweep, tagged otherwise.
+
+    Parameters
+    ----------
+    cfg : RegressionConfig
+        One of the task's runs (its figures folder, task, seed and restarts).
+    betas : sequence of float
+        The KL weights of the figure's panels.
+
+    Returns
+    -------
+    pathlib.Path
+        The figure's path; tagged ``-beta<b>_<b>...`` for other betas than :data:`BETAS`,
+        ``-s<seed>`` for a seed other than 0 and ``-r<restarts>`` for other restarts than the
+        task's default.
+    """
     tag = "" if tuple(betas) == BETAS else "-beta" + "_".join(f"{b:g}" for b in betas)
     tag += "" if cfg.seed == 0 else f"-s{cfg.seed}"
     tag += "" if cfg.restarts == ARCHITECTURE[cfg.task]["restarts"] else f"-r{cfg.restarts}"
@@ -174,7 +337,20 @@ def figure_path(cfg: RegressionConfig, betas) -> str:
 
 
 def summarize(args, records: list) -> str:
-    """One figure per task, a panel per beta."""
+    """One figure per task, a panel per beta.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags.
+    records : list of bnn_zoo.experiments.runner.Record
+        The finished runs.
+
+    Returns
+    -------
+    str
+        A line per task naming its figure (:func:`figure_path`).
+    """
     lines = []
     for name in dict.fromkeys(r.cfg.task for r in records):
         runs = [r for r in records if r.cfg.task == name]
@@ -197,6 +373,7 @@ def summarize(args, records: list) -> str:
     return "\n".join(lines)
 
 
+#: The experiment for the runner: ``bnn-zoo regression``, with :data:`DEFAULTS`.
 EXPERIMENT = runner.Experiment(
     name="regression",
     description="Fit Bayesian MLP regressors by mean-field ADVI to seed 000's sine wave and Blundell "
@@ -206,6 +383,20 @@ EXPERIMENT = runner.Experiment(
 
 
 def main(argv=None, prog: str | None = None) -> int:
+    """Run ``bnn-zoo regression``.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The flags; default ``sys.argv[1:]``.
+    prog : str, optional
+        The command's name in help and errors.
+
+    Returns
+    -------
+    int
+        The exit code: 0 on success.
+    """
     return runner.main(EXPERIMENT, argv, prog)
 
 

@@ -47,11 +47,11 @@ NOISE = {"moons": 0.2, "circles": 0.2}
 GRID_PRIORS = ("cauchy", "flat", "laplace", "normal")
 #: Points per axis of the uncertainty map's grid.
 GRID_POINTS = 100
-#: The toy experiments' hyperprior parameters, where they differ from the registry's: the
-#: inverse-gamma's mode is 1 (the fixed pairs' scale) and its mean 2. The mean-field fit puts each
-#: layer's scale near the hyperprior's mode when the data say little, and the registry's mode of
-#: 0.5 leaves the network nearly linear on noisy data. The measurements:
-#: docs/reproductions.md (toy-hyperprior).
+#: The toy experiments' hyperprior parameters, where they differ from the registry's:
+#: InverseGamma(3, 4), whose mode is 1 (the fixed pairs' scale) and mean 2. Where the data say
+#: little, the mean-field fit leaves each layer's scale near the hyperprior's mode, and the
+#: registry's mode of 0.5 leaves the network nearly linear on noisy data. :func:`model` and the
+#: sweep use them. The measurements: docs/reproductions.md (toy-hyperprior).
 HYPERPRIOR_PARAMS = {"inversegamma": {"alpha": 3.0, "beta": 4.0}}
 
 
@@ -69,10 +69,12 @@ def hyperprior_params(hyperprior: str) -> dict:
         Keyword arguments for the hyperprior (``{}``: the registry's defaults).
     """
     return HYPERPRIOR_PARAMS.get(hyperprior, {})
-#: What a user gets with no flags: a cosine decay of the rate, and 6 fits from other initial means,
-#: of which the best by ELBO at step 2,000 runs on. One fit alone can land in an optimum whose
-#: hidden layers' scales have collapsed; the 6 fits run together for the first fifth of the steps,
-#: two fits' cost in all. The measurements: docs/reproductions.md (toy-defaults).
+
+
+#: What a user gets with no flags: 10,000 steps with a cosine decay of the rate, and 6 fits from
+#: other initial means, of which the best by ELBO at step 2,000 runs on alone. One fit alone can
+#: land in an optimum whose input layer's scale has collapsed; the 6 fits run together for the first
+#: fifth of the steps, two fits' cost in all. The measurements: docs/reproductions.md (toy-defaults).
 DEFAULTS = dict(steps=10_000, lr=0.05, lr_schedule="cosine", lr_final=0.01, init_std=0.01,
                 draws=500, restarts=6, pick="best", pick_at=0.2)
 
