@@ -14,13 +14,32 @@ import pandas as pd
 from bnn_zoo.evaluation import metrics as M
 from bnn_zoo.evaluation.sweeps import markdown as _markdown
 
+__all__ = ["NEAR", "OOD", "REFERENCE", "REPLICAS", "figures", "markdown", "mnist_rows", "regression_row",
+           "shift_table", "table", "toy_row"]
+
+#: The method the others are measured against, where it ran.
 REFERENCE = "nuts"
-NEAR = 0.25  # toy: grid points closer than this to a training point are "near the data"
-REPLICAS = 4  # regression: noise replicas per draw for the predictive interval
+#: Toy: grid points closer than this to a training point count as near the data.
+NEAR = 0.25
+#: Regression: noise replicas per draw for the predictive interval.
+REPLICAS = 4
+#: MNIST: the out-of-distribution sets (:func:`bnn_zoo.data.shift.ood_sets`).
 OOD = ("permuted", "uniform", "gaussian")
 
 
 def markdown(table: pd.DataFrame) -> str:
+    """A method table as Markdown, methods as rows.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        :func:`table`'s table.
+
+    Returns
+    -------
+    str
+        The table.
+    """
     return _markdown(table, index=True) + "\n"
 
 
@@ -29,6 +48,24 @@ def _ratio(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def toy_row(d: dict, ref: dict | None, bench) -> dict:
+    """A toy method's metrics, and its distance to the reference's predictions near and far from the data.
+
+    Parameters
+    ----------
+    d : dict of str to numpy.ndarray
+        One method's draws, by ``"<input set>/<variable>"``.
+    ref : dict or None
+        The reference method's draws (None: no reference columns).
+    bench : Benchmark
+        The case (:mod:`bnn_zoo.experiments.alternatives`): its data and inputs.
+
+    Returns
+    -------
+    dict
+        Accuracy, NLL and ECE on the test points; with a reference, the mean and largest difference
+        of P(class 1) and the ratio of predictive sds, on the test points, the grid, near the data
+        and far from it.
+    """
     p_test, p_grid = d["test/p"], d["grid/p"]
     row = {k: v for k, v in M.all_metrics(p_test, bench.split.y_test).items() if k != "brier"}
     if ref is None:
@@ -45,6 +82,26 @@ def toy_row(d: dict, ref: dict | None, bench) -> dict:
 
 
 def regression_row(d: dict, ref: dict | None, bench, seed: int = 0) -> dict:
+    """A regression method's accuracy, calibration and uncertainty in, between and beyond the data.
+
+    Parameters
+    ----------
+    d : dict of str to numpy.ndarray
+        One method's draws, by ``"<input set>/<variable>"``.
+    ref : dict or None
+        The reference method's draws (None: no reference columns).
+    bench : Benchmark
+        The case (:mod:`bnn_zoo.experiments.alternatives`): its data and inputs.
+    seed : int, default 0
+        Seeds the noise replicas of the predictive interval.
+
+    Returns
+    -------
+    dict
+        RMSE and coverage of the 95% interval in the data range, test NLL, the noise sd, the
+        predictive sd in, beyond (and between) the data, and with a reference the distance to its
+        mean and the ratio of sds.
+    """
     task = bench.task
     mu, sigma, mu_test, sigma_test = d["grid/mu"], d["grid/sigma"], d["test/mu"], d["test/sigma"]
     eps = np.random.default_rng([seed, 1]).standard_normal((REPLICAS, len(sigma_test)))
@@ -71,7 +128,23 @@ def regression_row(d: dict, ref: dict | None, bench, seed: int = 0) -> dict:
 
 
 def mnist_rows(d: dict, bench) -> tuple[dict, dict]:
-    """``(summary row, {angle: (accuracy, nll, ece)})``."""
+    """``(summary row, {angle: (accuracy, nll, ece)})``.
+
+    Parameters
+    ----------
+    d : dict of str to numpy.ndarray
+        One method's draws, by ``"<input set>/<variable>"``.
+    bench : Benchmark
+        The case (:mod:`bnn_zoo.experiments.alternatives`): its data and inputs.
+
+    Returns
+    -------
+    row : dict
+        Test error, NLL, ECE, the AUROC of entropy and mutual information against each OOD set, and
+        the mean ECE under rotation.
+    curve : dict
+        Accuracy, NLL and ECE at each angle.
+    """
     y = bench.y_test
     curve = {a: M.all_metrics(d[f"rot{a}/p"], y) for a in bench.ANGLES}
     clean = curve[0]
@@ -85,7 +158,22 @@ def mnist_rows(d: dict, bench) -> tuple[dict, dict]:
 
 
 def table(benchmark: str, bench, draws: dict) -> pd.DataFrame:
-    """One row per method (NUTS first when there)."""
+    """One row per method (NUTS first when there).
+
+    Parameters
+    ----------
+    benchmark : str
+        ``"toy"``, ``"regression"`` or ``"mnist"``.
+    bench : Benchmark
+        The case (:mod:`bnn_zoo.experiments.alternatives`): its data and inputs.
+    draws : dict
+        Every method's draws, by method.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The metrics, one row per method.
+    """
     ref = draws.get(REFERENCE)
     rows = {}
     for method, d in draws.items():
@@ -99,7 +187,20 @@ def table(benchmark: str, bench, draws: dict) -> pd.DataFrame:
 
 
 def shift_table(bench, draws: dict) -> pd.DataFrame:
-    """MNIST under rotation: accuracy, NLL and ECE of every method at every angle (long format)."""
+    """MNIST under rotation: accuracy, NLL and ECE of every method at every angle (long format).
+
+    Parameters
+    ----------
+    bench : Benchmark
+        The case (:mod:`bnn_zoo.experiments.alternatives`): its data and inputs.
+    draws : dict
+        Every method's draws, by method.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns method, angle, accuracy, nll, brier and ece.
+    """
     rows = [{"method": m, "angle": a, **v} for m, d in draws.items() for a, v in mnist_rows(d, bench)[1].items()]
     return pd.DataFrame(rows)
 
@@ -108,6 +209,26 @@ def shift_table(bench, draws: dict) -> pd.DataFrame:
 
 
 def figures(benchmark: str, bench, draws: dict, folder, name: str) -> list:
+    """Draw the benchmark's figure: maps (toy), bands (regression) or rotation curves (MNIST).
+
+    Parameters
+    ----------
+    benchmark : str
+        ``"toy"``, ``"regression"`` or ``"mnist"``.
+    bench : Benchmark
+        The case (:mod:`bnn_zoo.experiments.alternatives`): its data and inputs.
+    draws : dict
+        Every method's draws, by method.
+    folder : pathlib.Path
+        The figures' folder; the figure goes into ``<folder>/<benchmark>/``.
+    name : str
+        The file's stem.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The figures written.
+    """
     from bnn_zoo.evaluation import plots
 
     folder = folder / benchmark

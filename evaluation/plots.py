@@ -1,4 +1,5 @@
-"""Figures: uncertainty maps, weight posteriors, prior comparison.
+"""Figures: uncertainty maps, weight posteriors, prior comparison, pruning, calibration, sweeps
+and the alternatives.
 
 Every function returns nothing and writes one PNG atomically.
 """
@@ -13,6 +14,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from bnn_zoo.inference.io import atomic_write  # noqa: E402
+
+__all__ = ["compare", "elbo_trace", "forest", "hyperprior_effect", "image_grid", "loo_vs_test",
+           "method_bands", "method_maps", "prior_grid", "pruned_weights", "regression_sweep", "reliability",
+           "shift_curves", "snr_distribution", "sweep_lines", "uncertainty_map", "variance_vs_error",
+           "weight_posteriors"]
 
 
 def _save(fig, path) -> None:
@@ -29,6 +35,23 @@ def uncertainty_map(path, xx, yy, proba_grid, X, y, title: str = "") -> None:
 
     ``proba_grid`` is ``(draws, xx.size, classes)``; training points ``X, y``
     are drawn on top.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The PNG to write (its folder is created).
+    xx : numpy.ndarray
+        The grid's first coordinate (``np.meshgrid``).
+    yy : numpy.ndarray
+        The grid's second coordinate.
+    proba_grid : numpy.ndarray
+        Class probabilities on the grid, (draws, xx.size, classes).
+    X : numpy.ndarray
+        The training points, (n, 2), drawn on top.
+    y : numpy.ndarray
+        Their labels.
+    title : str, default ""
+        The figure's title.
     """
     p1 = proba_grid[..., 1]
     mean, std = p1.mean(0).reshape(xx.shape), p1.std(0).reshape(xx.shape)
@@ -55,6 +78,25 @@ def prior_grid(path, xx, yy, mean_maps: dict, accuracies: dict, X, y, title: str
     Panels share limits set once (not matplotlib's shared axes, whose every
     autoscale touches all 16) and a fixed layout (not ``tight_layout``, one
     more rendering): a third less time for 16 panels.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The PNG to write (its folder is created).
+    xx : numpy.ndarray
+        The grid's first coordinate (``np.meshgrid``).
+    yy : numpy.ndarray
+        The grid's second coordinate.
+    mean_maps : dict
+        The posterior-mean map of P(class 1) of each (prior, hyperprior) pair, shaped like ``xx``.
+    accuracies : dict
+        Each pair's test accuracy, in its panel's title.
+    X : numpy.ndarray
+        The training points, (n, 2), drawn on top.
+    y : numpy.ndarray
+        Their labels.
+    title : str, default ""
+        The figure's title.
     """
     priors = list(dict.fromkeys(p for p, _ in mean_maps))
     hypers = list(dict.fromkeys(h for _, h in mean_maps))
@@ -83,7 +125,17 @@ def prior_grid(path, xx, yy, mean_maps: dict, accuracies: dict, X, y, title: str
 
 
 def weight_posteriors(path, idatas: dict, var_name: str) -> None:
-    """ArviZ densities of every weight of ``var_name``, one panel per model (seed 004 Fig. 3)."""
+    """ArviZ densities of every weight of ``var_name``, one panel per model (seed 004 Fig. 3).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The PNG to write (its folder is created).
+    idatas : dict of str to xarray.DataTree
+        Posterior draws by model name.
+    var_name : str
+        The weights' variable (``W_2``, say).
+    """
     az.plot_dist(
         idatas, var_names=[var_name], kind="kde", backend="matplotlib", cols=["model"],
         aes={"color": [d for d in next(iter(idatas.values()))["posterior"][var_name].dims
@@ -101,13 +153,31 @@ def weight_posteriors(path, idatas: dict, var_name: str) -> None:
 
 
 def compare(path, cmp_df) -> None:
-    """``az.plot_compare`` of an ``az.compare`` table."""
+    """``az.plot_compare`` of an ``az.compare`` table.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The PNG to write (its folder is created).
+    cmp_df : pandas.DataFrame
+        ``az.compare``'s table.
+    """
     az.plot_compare(cmp_df, backend="matplotlib", figure_kwargs={"figsize": (7, 0.35 * len(cmp_df) + 1.5)})
     _save(plt.gcf(), path)
 
 
 def forest(path, idatas: dict, var_names: list[str]) -> None:
-    """``az.plot_forest`` of ``var_names`` across models."""
+    """``az.plot_forest`` of ``var_names`` across models.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The PNG to write (its folder is created).
+    idatas : dict of str to xarray.DataTree
+        Posterior draws by model name.
+    var_names : list of str
+        The variables, the same in every model.
+    """
     pc = az.plot_forest(idatas, var_names=var_names, combined=True, backend="matplotlib",
                         figure_kwargs={"figsize": (8, 1.5 + 0.28 * len(idatas) * len(var_names))})
     pc.add_legend("model", title="model", loc="upper right", fontsize=8)
@@ -121,6 +191,17 @@ def snr_distribution(path, snr, fractions, title: str = "") -> None:
     ``snr`` is ``|mu| / sigma`` per weight; ``fractions`` the shares pruned
     (each drawn at its quantile of ``snr``). Blundell et al. plot
     ``10 log10(snr)``.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The PNG to write (its folder is created).
+    snr : numpy.ndarray
+        Each weight's signal-to-noise ratio.
+    fractions : sequence of float
+        The shares pruned, marked at their quantiles.
+    title : str, default ""
+        The figure's title.
     """
     db = 10 * np.log10(np.clip(np.asarray(snr, dtype="float64"), 1e-12, None))
     colors = plt.cm.viridis(np.linspace(0.1, 0.9, max(len(fractions), 1)))
@@ -147,6 +228,17 @@ def pruned_weights(path, mu, masks: dict, title: str = "") -> None:
 
     ``masks`` maps a method name to ``{fraction: keep mask}``; one panel per
     method, one histogram per fraction (0 is the unpruned network).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The PNG to write (its folder is created).
+    mu : numpy.ndarray
+        The weights' posterior means.
+    masks : dict
+        :func:`bnn_zoo.evaluation.pruning.pruning_masks`' masks.
+    title : str, default ""
+        The figure's title.
     """
     mu = np.asarray(mu, dtype="float64")
     edges = np.linspace(*np.quantile(mu, [0.0005, 0.9995]), 161)
@@ -168,7 +260,19 @@ def pruned_weights(path, mu, masks: dict, title: str = "") -> None:
 
 
 def variance_vs_error(path, expected_error, variance, correct) -> None:
-    """Seed 004 Fig. 4: predictive variance against expected error rate, one point per image."""
+    """Seed 004 Fig. 4: predictive variance against expected error rate, one point per image.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The PNG to write (its folder is created).
+    expected_error : numpy.ndarray
+        Each image's expected error rate.
+    variance : numpy.ndarray
+        Each image's predictive variance.
+    correct : numpy.ndarray of bool
+        Whether each image is classified correctly (the points' colour).
+    """
     fig, ax = plt.subplots(figsize=(6, 4.5))
     floor = 1e-9  # log axes: exact zeros (float32 round-off) are drawn at the floor
     x, y = np.maximum(expected_error, floor), np.maximum(variance, floor)
@@ -185,7 +289,21 @@ def variance_vs_error(path, expected_error, variance, correct) -> None:
 
 
 def image_grid(path, images, titles, title: str = "", cols: int = 6) -> None:
-    """Seed 004 Figs. 5-6: a grid of (1, h, w) images with one caption each."""
+    """Seed 004 Figs. 5-6: a grid of (1, h, w) images with one caption each.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The PNG to write (its folder is created).
+    images : numpy.ndarray
+        Images, (n, 1, h, w).
+    titles : list of str
+        One caption per image.
+    title : str, default ""
+        The figure's title.
+    cols : int, default 6
+        Images per row.
+    """
     rows = max(1, -(-len(images) // cols))
     fig, axes = plt.subplots(rows, cols, figsize=(1.9 * cols, 2.2 * rows), squeeze=False)
     for ax in axes.ravel():
@@ -198,7 +316,17 @@ def image_grid(path, images, titles, title: str = "", cols: int = 6) -> None:
 
 
 def reliability(path, table, title: str = "") -> None:
-    """Reliability diagram from :func:`evaluation.metrics.reliability_table` (dict or DataFrame)."""
+    """Reliability diagram from :func:`evaluation.metrics.reliability_table` (dict or DataFrame).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The PNG to write (its folder is created).
+    table : dict or pandas.DataFrame
+        :func:`bnn_zoo.evaluation.metrics.reliability_table`'s table.
+    title : str, default ""
+        The figure's title.
+    """
     n_bins = len(table["count"])
     edges = np.linspace(0, 1, n_bins + 1)
     fig, (ax, ax_n) = plt.subplots(2, 1, figsize=(5, 6.6), sharex=True,
@@ -223,7 +351,17 @@ def reliability(path, table, title: str = "") -> None:
 
 
 def elbo_trace(path, elbo, steps_per_epoch: int) -> None:
-    """The ELBO per step (light) and its per-epoch mean, against epochs."""
+    """The ELBO per step (light) and its per-epoch mean, against epochs.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The PNG to write (its folder is created).
+    elbo : numpy.ndarray
+        The ELBO per step.
+    steps_per_epoch : int
+        Steps per epoch (the x axis is in epochs).
+    """
     elbo = np.asarray(elbo)
     fig, ax = plt.subplots(figsize=(6, 3.5))
     x = np.arange(1, len(elbo) + 1) / steps_per_epoch
@@ -251,6 +389,27 @@ def regression_sweep(path, x_train, y_train, x_grid, truth, panels: list[dict], 
     ``panels`` are dicts with ``label`` (panel title), ``mean``, ``sd``,
     ``lo`` and ``hi`` on ``x_grid``. ``extra_truth`` is an optional
     ``(curve, label)`` drawn dashed.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The PNG to write (its folder is created).
+    x_train : numpy.ndarray
+        Training inputs.
+    y_train : numpy.ndarray
+        Training targets.
+    x_grid : numpy.ndarray
+        The prediction grid.
+    truth : numpy.ndarray
+        The true curve on the grid.
+    panels : list of dict
+        One per panel, as above.
+    data_range : tuple of float
+        Where the training inputs were drawn (shaded).
+    title : str, default ""
+        The figure's title.
+    extra_truth : tuple, optional
+        ``(curve, label)`` drawn dashed.
     """
     n = len(panels)
     cols = min(n, 3)
@@ -312,7 +471,21 @@ def _by_dataset(frame):
 
 def sweep_lines(path, frame, column: str, ylabel: str, styles: dict) -> None:
     """``frame[column]`` (with ``_lo``/``_hi`` interval columns) against the noise, one line per
-    prior pair (colour: weight prior, line style: hyperprior), one panel per data set."""
+    prior pair (colour: weight prior, line style: hyperprior), one panel per data set.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The PNG to write (its folder is created).
+    frame : pandas.DataFrame
+        Rows with ``dataset``, ``noise``, ``pair`` and the column with its interval.
+    column : str
+        The column drawn.
+    ylabel : str
+        The y axis' label.
+    styles : dict of str to str
+        The line style of each hyperprior.
+    """
     priors = sorted({p.split("-")[0] for p in frame["pair"]})
     colors = dict(zip(priors, plt.cm.tab10(np.arange(len(priors)))))
     fig, panels = _by_dataset(frame)
@@ -335,7 +508,17 @@ def sweep_lines(path, frame, column: str, ylabel: str, styles: dict) -> None:
 
 
 def hyperprior_effect(path, effects, styles: dict) -> None:
-    """Each hyperprior's held-out ELPD gain over the fixed scale against the noise (95% intervals)."""
+    """Each hyperprior's held-out ELPD gain over the fixed scale against the noise (95% intervals).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The PNG to write (its folder is created).
+    effects : pandas.DataFrame
+        :func:`bnn_zoo.evaluation.sweeps.hyperprior_effects`' table.
+    styles : dict of str to str
+        The line style of each hyperprior.
+    """
     fig, panels = _by_dataset(effects)
     for dataset, ax in panels:
         d = effects[effects["dataset"] == dataset]
@@ -356,7 +539,15 @@ def hyperprior_effect(path, effects, styles: dict) -> None:
 
 def loo_vs_test(path, table) -> None:
     """PSIS-LOO (per training point) against the held-out ELPD (per test point), one dot per fit,
-    coloured by the share of the fit's points whose Pareto k is above 0.7."""
+    coloured by the share of the fit's points whose Pareto k is above 0.7.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The PNG to write (its folder is created).
+    table : pandas.DataFrame
+        The sweep's table with :func:`bnn_zoo.evaluation.sweeps.with_pairs`' columns.
+    """
     fig, panels = _by_dataset(table)
     for dataset, ax in panels:
         d = table[table["dataset"] == dataset]
@@ -377,6 +568,25 @@ def method_maps(path, xx, yy, maps: dict, X, y, title: str = "", per_row: int = 
 
     ``maps``: method -> (mean, sd), each shaped like ``xx``. One colour scale
     for every sd panel, so that the methods' uncertainty compares by eye.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The PNG to write (its folder is created).
+    xx : numpy.ndarray
+        The grid's first coordinate (``np.meshgrid``).
+    yy : numpy.ndarray
+        The grid's second coordinate.
+    maps : dict
+        Each method's (mean, sd) maps, shaped like ``xx``.
+    X : numpy.ndarray
+        The training points, (n, 2), drawn on top.
+    y : numpy.ndarray
+        Their labels.
+    title : str, default ""
+        The figure's title.
+    per_row : int, default 5
+        Methods per row.
     """
     names = list(maps)
     blocks = -(-len(names) // per_row)
@@ -401,7 +611,21 @@ def method_maps(path, xx, yy, maps: dict, X, y, title: str = "", per_row: int = 
 
 
 def method_bands(path, task, bands: dict, reference: str = "nuts", per_row: int = 4) -> None:
-    """Each method's predictive mean +- 2 sd of the regression function, over the reference's band."""
+    """Each method's predictive mean +- 2 sd of the regression function, over the reference's band.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The PNG to write (its folder is created).
+    task : bnn_zoo.data.regression.Task
+        The regression task (its data and grid).
+    bands : dict
+        Each method's (mean, sd) of the regression function on the grid.
+    reference : str, default "nuts"
+        The method whose band is drawn under the others.
+    per_row : int, default 4
+        Panels per row.
+    """
     names = [n for n in bands if n != reference] or list(bands)
     rows = -(-len(names) // per_row)
     fig, axes = plt.subplots(rows, per_row, figsize=(3.4 * per_row, 2.6 * rows), squeeze=False,
@@ -431,7 +655,15 @@ def method_bands(path, task, bands: dict, reference: str = "nuts", per_row: int 
 
 
 def shift_curves(path, frame) -> None:
-    """Accuracy, NLL and ECE against the rotation angle, one line per method (``frame``: long format)."""
+    """Accuracy, NLL and ECE against the rotation angle, one line per method (``frame``: long format).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The PNG to write (its folder is created).
+    frame : pandas.DataFrame
+        :func:`bnn_zoo.evaluation.alternatives.shift_table`'s table.
+    """
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     for method, part in frame.groupby("method", sort=False):
         part = part.sort_values("angle")

@@ -13,7 +13,12 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+__all__ = ["FRACTIONS", "SCORES", "cutoff", "keep_mask", "prune_table", "pruning_masks"]
+
+#: The shares of the weights removed in the pruning table (Blundell et al.'s, from 0 to 98%).
 FRACTIONS = (0.0, 0.25, 0.5, 0.75, 0.95, 0.98)
+#: The pruning scores by name: ``signal_to_noise``, ``|mu| / sd`` (Blundell et al.), and ``naive``, ``|mu|``
+#: (seed 001).
 SCORES: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "signal_to_noise": lambda mu, sd: np.abs(mu) / sd,
     "naive": lambda mu, sd: np.abs(mu),
@@ -24,6 +29,23 @@ def keep_mask(score: np.ndarray, fraction: float) -> np.ndarray:
     """Boolean mask keeping all but the ``round(fraction * n)`` lowest-scoring entries.
 
     Ties are broken by position (a stable sort), so the count removed is exact.
+
+    Parameters
+    ----------
+    score : numpy.ndarray
+        Each entry's score; the lowest go first.
+    fraction : float
+        The share to remove, in [0, 1).
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        (n,): True for the entries kept.
+
+    Raises
+    ------
+    ValueError
+        If ``fraction`` is outside [0, 1).
     """
     if not 0.0 <= fraction < 1.0:
         raise ValueError(f"fraction must be in [0, 1), got {fraction}")
@@ -35,7 +57,20 @@ def keep_mask(score: np.ndarray, fraction: float) -> np.ndarray:
 
 
 def cutoff(score: np.ndarray, fraction: float) -> float:
-    """The score below which ``fraction`` of the entries lie (the pruning threshold)."""
+    """The score below which ``fraction`` of the entries lie (the pruning threshold).
+
+    Parameters
+    ----------
+    score : numpy.ndarray
+        Each entry's score; the lowest go first.
+    fraction : float
+        The share to remove, in [0, 1).
+
+    Returns
+    -------
+    float
+        The threshold (the smallest score at fraction 0).
+    """
     return float(np.quantile(np.asarray(score), fraction)) if fraction > 0 else float(np.min(score))
 
 
@@ -68,6 +103,20 @@ def prune_table(mu: np.ndarray, masks: dict, test_error: Callable[[np.ndarray], 
     ``masks`` comes from :func:`pruning_masks`; ``test_error(w)`` scores the
     weights ``w`` (n,), the pruned ones set to zero. Returns a DataFrame with
     columns ``fraction, method, n_weights_kept, test_error``, one row per pair.
+
+    Parameters
+    ----------
+    mu : numpy.ndarray
+        (n,) posterior means of the prunable weights.
+    masks : dict
+        :func:`pruning_masks`' masks.
+    test_error : callable
+        ``test_error(w) -> float`` for weights ``w`` (n,).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per method and fraction.
     """
     return pd.DataFrame([
         {"fraction": fraction, "method": method, "n_weights_kept": int(keep.sum()),

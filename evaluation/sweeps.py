@@ -14,10 +14,27 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+__all__ = ["SETTING", "effect_trend", "elpd_differences", "hyperprior_effects", "interval", "loo_agreement",
+           "markdown", "pair_gaps", "with_pairs"]
+
+#: The columns that make a cell of the sweep: a data set at a noise level.
 SETTING = ["dataset", "noise"]
 
 
 def with_pairs(table: pd.DataFrame) -> pd.DataFrame:
+    """A sweep's table with the columns the comparisons use.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A sweep's table (``fits.parquet``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        A copy with ``pair`` (``"prior-hyperprior"``) and the held-out and PSIS-LOO ELPD per point
+        (``elpd_test_mean``, ``elpd_loo_mean``).
+    """
     table = table.copy()
     table["pair"] = table["prior"] + "-" + table["hyperprior"]
     table["elpd_test_mean"] = table["elpd_test"] / table["n_test"]  # per test point
@@ -26,7 +43,18 @@ def with_pairs(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def interval(values) -> tuple[float, float, float]:
-    """Mean and its 95% Student-t interval (NaN half-width for fewer than two values)."""
+    """Mean and its 95% Student-t interval (NaN half-width for fewer than two values).
+
+    Parameters
+    ----------
+    values : array-like
+        The values; non-finite ones are left out.
+
+    Returns
+    -------
+    tuple of float
+        The mean and the interval's lower and upper ends.
+    """
     values = np.asarray(values, dtype="float64")
     values = values[np.isfinite(values)]
     if len(values) == 0:
@@ -40,7 +68,18 @@ def interval(values) -> tuple[float, float, float]:
 
 def pair_gaps(table: pd.DataFrame) -> pd.DataFrame:
     """Per data set, noise and pair: the accuracy gap to the Bayes-optimal classifier (points),
-    mean over seeds with its interval, and the share of fits that converged."""
+    mean over seeds with its interval, and the share of fits that converged.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A sweep's table (``fits.parquet``) with :func:`with_pairs`' columns.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns dataset, noise, pair, gap, gap_lo, gap_hi, seeds and converged.
+    """
     rows = []
     for (dataset, noise, pair), t in table.groupby(SETTING + ["pair"]):
         mean, lo, hi = interval(100 * t["gap_accuracy"])
@@ -50,7 +89,18 @@ def pair_gaps(table: pd.DataFrame) -> pd.DataFrame:
 
 def elpd_differences(table: pd.DataFrame) -> pd.DataFrame:
     """Per data set and noise: each pair's held-out ELPD minus the best pair's (nats per 1,000
-    test points), paired over seeds. The best pair has the highest mean held-out ELPD."""
+    test points), paired over seeds. The best pair has the highest mean held-out ELPD.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A sweep's table (``fits.parquet``) with :func:`with_pairs`' columns.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns dataset, noise, pair, best, diff, diff_lo and diff_hi.
+    """
     rows = []
     for (dataset, noise), t in table.groupby(SETTING):
         wide = t.pivot(index="seed", columns="pair", values="elpd_test_mean")
@@ -64,7 +114,19 @@ def elpd_differences(table: pd.DataFrame) -> pd.DataFrame:
 def hyperprior_effects(table: pd.DataFrame) -> pd.DataFrame:
     """Per data set, noise and hyperprior: its held-out ELPD (nats per 1,000 test points) and
     accuracy (points) minus the fixed-scale pair's with the same weight prior, paired over
-    seeds and averaged over the weight priors (the flat prior has no scale: left out)."""
+    seeds and averaged over the weight priors (the flat prior has no scale: left out).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A sweep's table (``fits.parquet``) with :func:`with_pairs`' columns.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns dataset, noise, hyperprior, and the ELPD and accuracy gains with their intervals;
+        empty without the fixed scale and another hyperprior.
+    """
     t = table[table["prior"] != "flat"]
     rows = []
     for (dataset, noise), s in t.groupby(SETTING):
@@ -84,7 +146,18 @@ def hyperprior_effects(table: pd.DataFrame) -> pd.DataFrame:
 def effect_trend(table: pd.DataFrame) -> pd.DataFrame:
     """Does the hyperpriors' gain grow with the noise? Per data set: the slope of the per-seed
     gain (all hyperpriors against fixed, nats per 1,000 test points) on the noise level, with
-    its 95% interval."""
+    its 95% interval.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A sweep's table (``fits.parquet``) with :func:`with_pairs`' columns.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns dataset, slope, slope_lo, slope_hi and p_value.
+    """
     t = table[table["prior"] != "flat"]
     rows = []
     for dataset, s in t.groupby("dataset"):
@@ -103,7 +176,19 @@ def effect_trend(table: pd.DataFrame) -> pd.DataFrame:
 def loo_agreement(table: pd.DataFrame) -> pd.DataFrame:
     """Per data set and noise: Spearman's rank correlation between PSIS-LOO and the held-out
     ELPD across the pairs (within each seed, then averaged), how often LOO picks the held-out
-    best pair, and how often k-hat flags LOO; the same for K-fold CV where the sweep has it."""
+    best pair, and how often k-hat flags LOO; the same for K-fold CV where the sweep has it.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A sweep's table (``fits.parquet``) with :func:`with_pairs`' columns.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns dataset, noise, spearman (and its interval), same_best, fits_flagged and
+        points_flagged, and the K-fold columns where the sweep has them.
+    """
     rows = []
     for (dataset, noise), t in table.groupby(SETTING):
         rhos = [stats.spearmanr(u["elpd_loo_mean"], u["elpd_test_mean"]).statistic
@@ -125,7 +210,20 @@ def loo_agreement(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def markdown(frame: pd.DataFrame, index: bool = False) -> str:
-    """``frame`` as a Markdown table, numbers to 3 significant digits (with its index if ``index``)."""
+    """``frame`` as a Markdown table, numbers to 3 significant digits (with its index if ``index``).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The table.
+    index : bool, default False
+        Write the index as the first columns.
+
+    Returns
+    -------
+    str
+        The Markdown table.
+    """
     if index:
         frame = frame.reset_index()
     cols = list(frame.columns)
