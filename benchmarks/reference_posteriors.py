@@ -302,16 +302,19 @@ def _line(row: dict) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    """The table: one row per model and method."""
-    out = ["| model | reference (r-hat, divergences) | method | seconds | largest mean error (ref. sd) "
-           "| sd ratio |", "| --- | --- | --- | ---: | ---: | --- |"]
+    """Two tables: each model's reference, and each model and method's time and errors."""
+    out = ["| model | reference | r-hat | divergences | healthy | close to Gaussian |",
+           "| --- | --- | ---: | ---: | --- | --- |"]
+    for r in {r["model"]: r for r in rows}.values():
+        out.append(f"| {r['model']} | {r['reference']} | {r['reference_rhat']:.3f} | {r['reference_divergences']} "
+                   f"| {'yes' if r['reference_healthy'] else 'no'} | {r['close_to_gaussian']} |")
+    out += ["", "| model | method | seconds | largest mean error (ref. sd) | sd / ref. sd |",
+            "| --- | --- | ---: | ---: | --- |"]
     for r in rows:
-        ref = (f"{r['reference']} ({r['reference_rhat']:.3f}, {r['reference_divergences']})"
-               + ("" if r["reference_healthy"] else ", unhealthy"))
         if "error" in r:
-            out.append(f"| {r['model']} | {ref} | {r['method']} | | {r['error']} | |")
+            out.append(f"| {r['model']} | {r['method']} | | {r['error']} | |")
         else:
-            out.append(f"| {r['model']} | {ref} | {r['method']} | {r['seconds']:.1f} | {r['mean_error_sd']:.2f} "
+            out.append(f"| {r['model']} | {r['method']} | {r['seconds']:.1f} | {r['mean_error_sd']:.2f} "
                        f"| {r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f} |")
     return "\n".join(out)
 
