@@ -101,7 +101,7 @@ CIRCLES_FACTOR = 0.5
 
 
 def quadrature_points(noise: float) -> int:
-    """Midpoints along a moon for its density: a spacing of noise / 16 (|error in P| < 1e-3).
+    """Midpoints along a moon for its density: a spacing of noise / 16 (``|error in P| < 1e-3``).
 
     Parameters
     ----------
