@@ -60,7 +60,11 @@ def test_sample_without_log_likelihood_gives_the_same_draws(fitted):
     _, result, idata = fitted
     lean = sample(result, 200, seed=0, log_likelihood=False)
     assert np.isnan(lean["sample_stats"]["log_p"]).all() and "log_likelihood" not in lean.children
-    xr.testing.assert_equal(lean["posterior"].to_dataset(), idata["posterior"].to_dataset())
+    free = [rv.name for rv in result.model.free_RVs]
+    xr.testing.assert_equal(lean["posterior"].to_dataset()[free], idata["posterior"].to_dataset()[free])
+    # the deterministics come from another compiled program (without the log densities): the same
+    # values up to XLA's order of operations
+    xr.testing.assert_allclose(lean["posterior"].to_dataset(), idata["posterior"].to_dataset(), rtol=1e-12)
     with pytest.raises(ValueError, match="log_likelihood group"):
         loo(lean)
 
