@@ -25,7 +25,8 @@ import numpy as np
 __all__ = ["CHECKSUMS", "FILES", "MIRRORS", "MNIST", "MNISTError", "NORMALIZATIONS", "cache_dir", "fetch",
            "load", "read_idx", "resolve_dir", "verify"]
 
-#: The four IDX files by role.
+#: The four IDX files' names by role (the keys of :func:`fetch`'s result), which
+#: :func:`fetch` and :func:`load` look for.
 FILES = {
     "train_images": "train-images-idx3-ubyte",
     "train_labels": "train-labels-idx1-ubyte",
@@ -45,7 +46,8 @@ MIRRORS = (
     "https://storage.googleapis.com/cvdf-datasets/mnist/",
     "http://yann.lecun.com/exdb/mnist/",
 )
-#: The pixel scalings :func:`load` offers (``normalize=``).
+#: The pixel scalings :func:`load` offers (``normalize=``): divide by 255, standardize
+#: with the training split's pixel mean and sd, or divide by 126.
 NORMALIZATIONS = ("255", "standardize", "126")
 
 
@@ -76,19 +78,18 @@ class MNISTError(ValueError):
 class MNIST:
     """The three splits: ``X_*`` float32 ``(n, 1, 28, 28)`` (NCHW), ``y_*`` int64 in 0..9.
 
-    ``normalize`` is the scaling applied (one of :data:`NORMALIZATIONS`), ``source``
-    the folder the files were read from.
+    What :func:`load` returns; :meth:`flat` turns images into rows for an MLP.
 
     Parameters
     ----------
     X_train, y_train : numpy.ndarray
-        The training split.
+        The training split: images ``(n_train, 1, 28, 28)`` and their labels.
     X_val, y_val : numpy.ndarray
         The validation split (held out of the 60,000 training images).
     X_test, y_test : numpy.ndarray
-        The 10,000 test images.
+        The 10,000 test images and their labels.
     normalize : str
-        The scaling applied.
+        The scaling applied, one of :data:`NORMALIZATIONS`.
     source : pathlib.Path
         The folder the files were read from.
     """
@@ -199,8 +200,10 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     Raises
     ------
     MNISTError
-        If the file is missing, the header is not a uint8 IDX1/IDX3 header, or the byte count
-        does not match it.
+        If the file is a corrupt or truncated gzip, the header is not a uint8 IDX1/IDX3
+        header, or the byte count does not match it.
+    FileNotFoundError
+        If the file is missing (the ``OSError`` of opening it is not wrapped).
     """
     path = Path(path)
     return _parse(_content(path), path)
@@ -219,7 +222,9 @@ def verify(path: str | os.PathLike, expected_sha256: str) -> None:
     Raises
     ------
     MNISTError
-        If the file is missing or its digest differs.
+        If the file is a corrupt or truncated gzip or its digest differs.
+    FileNotFoundError
+        If the file is missing (the ``OSError`` of opening it is not wrapped).
     """
     path = Path(path)
     _check(_content(path, expected_sha256), path, expected_sha256)
@@ -311,20 +316,29 @@ def fetch(data_dir: str | os.PathLike | None = None, *, mirrors=MIRRORS,
 
     Parameters
     ----------
-    data_dir : path, optional
-        Folder of the files (see :func:`resolve_dir`); created if a download is needed.
-    mirrors : sequence of str
-        Base URLs tried in turn for each missing ``<name>.gz``; empty: never download.
-    checksums : dict, optional
-        Raw file name -> sha256 of its decompressed content (default :data:`CHECKSUMS`).
+    data_dir : str or os.PathLike, optional
+        Folder of the files (default: :func:`resolve_dir`'s); created if a download is
+        needed.
+    mirrors : str or sequence of str, default MIRRORS
+        Base URLs tried in turn for each missing ``<name>.gz`` (one string: a single
+        mirror); empty: never download.
+    checksums : dict of str to str, optional
+        Raw file name -> sha256 of its decompressed content (default :data:`CHECKSUMS`);
+        needed for every file of :data:`FILES`.
 
     Returns
     -------
-    dict
+    dict of str to pathlib.Path
         :data:`FILES` key -> path (``<name>.gz`` preferred over raw ``<name>``). Files
         already present are *not* verified here (:func:`load` does); a downloaded one
         is, and one that fails is deleted before the next mirror is tried, so nothing
         unverified or partial is ever left under a final name.
+
+    Raises
+    ------
+    MNISTError
+        If ``checksums`` lacks a file, or a missing file cannot be downloaded from any
+        mirror (or ``mirrors`` is empty).
     """
     return _fetch(data_dir, mirrors, checksums)[0]
 
@@ -336,21 +350,38 @@ def load(data_dir: str | os.PathLike | None = None, *, normalize: str = "255",
 
     Parameters
     ----------
-    data_dir : path, optional
-        Folder of the IDX files (see :func:`resolve_dir`).
-    normalize : {"255", "standardize", "126"}
-        ``x / 255`` in [0, 1]; ``(x / 255 - m) / s`` with the scalar pixel mean and std
-        of the *training split*; or ``x / 126`` (Blundell et al. 2015).
-    validation_fraction : float
+    data_dir : str or os.PathLike, optional
+        Folder of the IDX files (default: :func:`resolve_dir`'s).
+    normalize : {"255", "standardize", "126"}, default "255"
+        ``x / 255`` in [0, 1]; ``(x - m) / s`` with the scalar pixel mean ``m`` and
+        std ``s`` of the *training split* (so mean 0 and std 1 on it); or ``x / 126``
+        (Blundell et al. 2015).
+    validation_fraction : float, default 1/6
         In (0, 1): ``round(n * fraction)`` training images, chosen by a permutation
         seeded with ``seed``, form the validation split (1/6: 50,000 / 10,000). Both
         splits keep the files' order.
-    seed : int
+    seed : int, default 0
         Seeds the validation split.
-    checksums : dict, optional
+    checksums : dict of str to str, optional
         Raw file name -> content sha256; default :data:`CHECKSUMS` (read at call time).
-    download : bool
-        Download missing files from :data:`MIRRORS`.
+    download : bool, default True
+        Download missing files from :data:`MIRRORS`; if False, a missing file is an
+        error.
+
+    Returns
+    -------
+    MNIST
+        The three splits as float32 ``(n, 1, 28, 28)`` images and int64 labels, with
+        the scaling and the folder.
+
+    Raises
+    ------
+    MNISTError
+        For an unknown ``normalize``, a ``validation_fraction`` outside (0, 1) or one
+        that leaves a split empty, a file that is missing and cannot be downloaded,
+        fails its checksum or is malformed, images that are not 28 x 28 or do not match
+        their labels in number, a label above 9, or training pixels all equal (with
+        ``"standardize"``).
     """
     if normalize not in NORMALIZATIONS:
         raise MNISTError(f"unknown normalize {normalize!r}; valid: {', '.join(NORMALIZATIONS)}")

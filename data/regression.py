@@ -10,7 +10,7 @@ that reaches beyond it, where its uncertainty should grow.
     moderate noise, is what its figures show); grid ``[-6, 6]``.
 ``blundell``
     ``y = x + 0.3 sin(2 pi (x + e)) + 0.3 sin(4 pi (x + e)) + e``,
-    ``e ~ N(0, 0.02)``, 1000 inputs ``x ~ U(0, 0.5)``; grid ``[-0.2, 1.2]`` (Blundell et al.
+    ``e ~ N(0, 0.02)`` as the paper writes it (sd 0.02 here), 1000 inputs ``x ~ U(0, 0.5)``; grid ``[-0.2, 1.2]`` (Blundell et al.
     2015, section 5.2). The noise also enters inside the sines, so it is not
     additive: the mean of ``y`` given ``x`` is the damped curve
     ``x + 0.3 exp(-2 pi^2 s2) sin(2 pi x) + 0.3 exp(-8 pi^2 s2) sin(4 pi x)``
@@ -31,9 +31,10 @@ import numpy as np
 
 __all__ = ["GAP", "SETTINGS", "TASKS", "Task", "conditional_mean", "load"]
 
-#: The regression tasks' names.
+#: The regression tasks' names: what :func:`load` and :func:`conditional_mean` accept as ``name``.
 TASKS = ("sine", "blundell")
-#: The sine wave's gap for the in-between benchmark (a third of its range).
+#: The sine wave's gap (a third of its range) for the in-between case: the ``"gap"`` case of
+#: :mod:`bnn_zoo.experiments.alternatives` passes it to :func:`load`.
 GAP = (-1.0, 1.0)
 
 
@@ -91,7 +92,8 @@ class Task:
         return (self.x_grid > self.gap[0]) & (self.x_grid < self.gap[1])
 
 
-#: Each task's (data range, grid range, default ``n_train``, noise sd).
+#: Each task's (data range, grid range, default ``n_train``, default noise sd), which
+#: :func:`load` and :func:`conditional_mean` read.
 SETTINGS = {
     "sine": ((-3.0, 3.0), (-6.0, 6.0), 200, 0.1),
     "blundell": ((0.0, 0.5), (-0.2, 1.2), 1000, 0.02),
@@ -123,17 +125,32 @@ def load(name: str, *, n_train: int | None = None, n_test: int = 1000, n_grid: i
     n_train : int, optional
         Training points, uniform in the data range (default 200 for sine,
         1000 for blundell).
-    n_test : int
+    n_test : int, default 1000
         Fresh test points, uniform in the data range, with noisy targets.
-    n_grid : int
+    n_grid : int, default 400
         Evenly spaced prediction points over the grid range.
     noise_sd : float, optional
         Sd of the noise ``e`` (default 0.1 for sine, 0.02 for blundell); >= 0.
     gap : (float, float), optional
         An open interval inside the data range with no training or test
-        inputs (they are drawn uniformly from the rest of the range).
-    seed : int
-        Seeds a ``numpy.random.Generator``: the same seed gives the same data.
+        inputs (they are drawn uniformly from the rest of the range), e.g.
+        :data:`GAP`. Default: none.
+    seed : int, default 0
+        Seeds the training and the test draws (two independent streams
+        spawned from it): the same seed gives the same data.
+
+    Returns
+    -------
+    Task
+        The sampled data, the grid with the noise-free curve and ``E[y | x]``
+        on it, and the settings used.
+
+    Raises
+    ------
+    ValueError
+        For an unknown task, ``n_train < 2``, ``n_test < 1``, ``n_grid < 2``,
+        a negative ``noise_sd``, or a ``gap`` that is not an interval strictly
+        inside the data range.
     """
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; valid: {', '.join(TASKS)}")
@@ -181,7 +198,12 @@ def conditional_mean(name: str, x: np.ndarray, noise_sd: float | None = None) ->
     Returns
     -------
     numpy.ndarray
-        ``E[y | x]`` at each input.
+        ``E[y | x]`` at each input, float64.
+
+    Raises
+    ------
+    ValueError
+        For an unknown task.
     """
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; valid: {', '.join(TASKS)}")

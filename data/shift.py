@@ -52,8 +52,11 @@ def ood_sets(images: np.ndarray, rng: np.random.Generator, n_noise: int = 2000) 
 
     ``permuted``: every test image with one random permutation of the pixel
     positions. ``uniform``: ``n_noise`` images of i.i.d. uniform pixels on
-    ``[0, 2 m]``; ``gaussian``: of ``N(m, s^2)`` pixels clipped to the
-    images' range, where ``m`` and ``s`` are the images' pixel mean and sd.
+    ``[lo, min(hi, lo + 2 (m - lo))]`` (mean ``m`` unless ``hi`` cuts it
+    short; ``[0, 2 m]`` for ``[0, 1]`` images with ``m <= 0.5``);
+    ``gaussian``: of ``N(m, s^2)`` pixels clipped to ``[lo, hi]``, where
+    ``lo`` and ``hi`` are the images' smallest and largest pixel and ``m``
+    and ``s`` their pixel mean and sd.
 
     Parameters
     ----------

@@ -17,7 +17,8 @@ from sklearn.datasets import make_circles, make_moons
 
 __all__ = ["CIRCLES_FACTOR", "DATASETS", "Split", "bayes_metrics", "bayes_proba", "load", "quadrature_points"]
 
-#: The toy data sets' names.
+#: The toy data sets' names: what :func:`load`, :func:`bayes_proba` and
+#: :func:`bayes_metrics` accept as ``name``.
 DATASETS = ("moons", "circles")
 
 
@@ -72,13 +73,28 @@ def load(name: str, *, n_train: int = 700, n_test: int = 300, noise: float = 0.2
     Parameters
     ----------
     name : {"moons", "circles"}
-        scikit-learn's ``make_moons`` or ``make_circles`` (``factor=0.5``).
-    n_train, n_test : int
-        Sizes of the two splits (seed 004: 700 / 300).
-    noise : float
+        scikit-learn's ``make_moons`` or ``make_circles`` (``factor=0.5``,
+        :data:`CIRCLES_FACTOR`).
+    n_train : int, default 700
+        Size of the training split (seed 004: 700); at least 2.
+    n_test : int, default 300
+        Size of the test split (seed 004: 300); at least 1.
+    noise : float, default 0.2
         Std of the Gaussian noise added to the points; >= 0.
-    seed : int
+    seed : int, default 0
         Seeds the sampling and the split.
+
+    Returns
+    -------
+    Split
+        The first ``n_train`` points of a random permutation for training,
+        the rest for testing; labels as ``int64``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown data set, a negative ``noise``, ``n_train < 2`` or
+        ``n_test < 1``.
     """
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; valid: {', '.join(DATASETS)}")
@@ -96,12 +112,17 @@ def load(name: str, *, n_train: int = 700, n_test: int = 300, noise: float = 0.2
     return Split(X[:n_train], y[:n_train], X[n_train:], y[n_train:])
 
 
-#: The inner circle's radius relative to the outer one (scikit-learn's ``factor``).
+#: The inner circle's radius relative to the outer one (scikit-learn's ``factor``), used by
+#: the circles' class density behind :func:`bayes_proba`.
 CIRCLES_FACTOR = 0.5
 
 
 def quadrature_points(noise: float) -> int:
     """Midpoints along a moon for its density: a spacing of noise / 16 (``|error in P| < 1e-3``).
+
+    The count is ``ceil(16 pi / noise)``, clipped to ``[256, 8192]``;
+    :func:`bayes_proba` integrates each moon's density over that many
+    midpoints.
 
     Parameters
     ----------
@@ -160,7 +181,7 @@ def bayes_proba(name: str, X: np.ndarray, noise: float) -> np.ndarray:
     Raises
     ------
     ValueError
-        For an unknown data set.
+        For an unknown data set, or unless ``noise > 0``.
     """
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; valid: {', '.join(DATASETS)}")
@@ -182,12 +203,19 @@ def bayes_metrics(name: str, X: np.ndarray, y: np.ndarray, noise: float) -> dict
     y : numpy.ndarray, shape (n,)
         Their labels.
     noise : float
-        The generator's noise sd.
+        The generator's noise sd, positive.
 
     Returns
     -------
     dict of str to float
-        ``bayes_accuracy`` and ``bayes_nll``.
+        ``bayes_accuracy`` (predicting class 1 where ``P(class 1 | x) > 0.5``)
+        and ``bayes_nll`` (the mean negative log-likelihood, nats).
+
+    Raises
+    ------
+    ValueError
+        For an unknown data set, or unless ``noise > 0`` (from
+        :func:`bayes_proba`).
     """
     p1 = np.clip(bayes_proba(name, X, noise), 1e-300, 1 - 1e-16)
     y = np.asarray(y)
