@@ -9,6 +9,8 @@
   ``mnist-bbb``), on the pieces they share in :mod:`~bnn_zoo.experiments.mnist_shared`;
 - :mod:`~bnn_zoo.experiments.regression`: 1-D regression and its uncertainty away from the
   data, over a sweep of KL weights (``bnn-zoo regression``);
+- :mod:`~bnn_zoo.experiments.uci`: the UCI regression benchmark, five methods on nine data
+  sets' published splits, a resumable job on Dask (``bnn-zoo uci``);
 - :mod:`~bnn_zoo.experiments.alternatives`: ADVI against NUTS, SGLD, deep ensembles, SWAG and
   MC dropout (``bnn-zoo alternatives``);
 - :mod:`~bnn_zoo.experiments.sweep`: prior sweeps of many fits on Dask (``bnn-zoo sweep``), and

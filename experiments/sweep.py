@@ -55,8 +55,8 @@ from bnn_zoo.experiments import runner, toy
 from bnn_zoo.experiments.cli import (HelpFormatter, Parser, UsageError, check_writable, int_list, names,
                                      nonneg_int, positive_float, positive_int, unit_interval)
 
-__all__ = ["KEY_FIELDS", "SPLIT_FIELDS", "Store", "bayes_task", "build_parser", "check", "fit_key", "fit_task",
-           "folds", "kfold_elpd", "kfold_task", "main", "run_sweep", "specs", "split_settings", "structure",
+__all__ = ["KEY_FIELDS", "SPLIT_FIELDS", "Store", "bayes_task", "build_parser", "check", "cluster", "fit_key", "fit_task",
+           "folds", "kfold_elpd", "kfold_task", "main", "progress", "run_sweep", "specs", "split_settings", "structure",
            "tasks", "xla_flags"]
 
 #: The toy config's fields that change what a fit fits or measures: :func:`fit_key` hashes them to
@@ -606,8 +606,21 @@ def xla_flags() -> list[str]:
     return ["--xla_cpu_multi_thread_eigen=false", *toy.experiment().xla_flags]
 
 
-def _cluster(args):
-    """``(client, close)``: a Dask client, or ``None`` to run the tasks in this process."""
+def cluster(args):
+    """A Dask client for a job's tasks, or ``None`` to run them in this process.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``scheduler`` (a running scheduler's address, or ``None``) and ``workers``
+        (the processes of a ``LocalCluster`` started here, with :func:`xla_flags`; 1 and
+        no scheduler: none).
+
+    Returns
+    -------
+    tuple of (dask.distributed.Client or None, callable)
+        The client, and the function that closes it and its cluster.
+    """
     if args.scheduler is None and args.workers == 1:
         return None, lambda: None
     from dask.distributed import Client, LocalCluster
@@ -672,9 +685,9 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
            f"{len(todo)} to fit")
     work = tasks(todo, args.fits_per_task)
     splits = {json.dumps(split_settings(c), sort_keys=True): split_settings(c) for c in todo}
-    client, close = _cluster(args)
+    client, close = cluster(args)
     try:
-        with _progress(len(todo), not args.no_progress) as advance:
+        with progress(len(todo), not args.no_progress) as advance:
             if client is None:
                 bayes = {}
                 for task in work:
@@ -714,8 +727,17 @@ def _finish(store: Store, result: dict, bayes: dict) -> None:
     store.write(record, result["draws"])
 
 
-class _progress:
-    """Fits done / total with the estimated time left, on stderr."""
+class progress:
+    """Fits done / total with the estimated time left, on stderr: a context manager that gives
+    the function advancing it by a number of fits.
+
+    Parameters
+    ----------
+    total : int
+        The fits to make.
+    show : bool
+        Show the bar (``False``: the function does nothing visible).
+    """
 
     def __init__(self, total: int, show: bool):
         self.total, self.show = total, show

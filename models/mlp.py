@@ -26,7 +26,7 @@ import pytensor.tensor as pt
 from bnn_zoo.models.layers import LayerPriors
 from bnn_zoo.models.priors import get_hyperprior
 
-__all__ = ["ACTIVATIONS", "NOISE_MODELS", "mlp_classifier", "mlp_regressor"]
+__all__ = ["ACTIVATIONS", "GAMMA_NOISE", "NOISE_MODELS", "mlp_classifier", "mlp_regressor"]
 
 #: The hidden layers' activations by name (``activation=``), shared with the CNN.
 ACTIVATIONS = {
@@ -147,8 +147,12 @@ def mlp_classifier(
     return model
 
 
-#: The priors :func:`mlp_regressor` takes on its observation-noise sd ``sigma``.
-NOISE_MODELS = ("halfnormal",)
+#: The priors :func:`mlp_regressor` takes on its observation noise: ``"halfnormal"`` on the sd
+#: ``sigma``, ``"gamma"`` on the precision ``tau = 1 / sigma^2`` (probabilistic backpropagation's).
+NOISE_MODELS = ("halfnormal", "gamma")
+#: The Gamma prior on the noise precision of ``noise="gamma"``: shape and rate 6, as probabilistic
+#: backpropagation (Hernández-Lobato and Adams 2015) sets it for standardised targets.
+GAMMA_NOISE = {"alpha": 6.0, "beta": 6.0}
 
 
 def mlp_regressor(
@@ -163,6 +167,7 @@ def mlp_regressor(
     hyperprior_params: dict | None = None,
     noise: str | float = "halfnormal",
     noise_scale: float = 1.0,
+    noise_params: dict | None = None,
     feature_names: Sequence[str] | None = None,
     total_size: int | None = None,
 ) -> pm.Model:
@@ -188,15 +193,21 @@ def mlp_regressor(
         fixed scale 1, i.e. N(0, 1) on every weight and bias).
     prior_params, hyperprior_params : dict, optional
         Overrides of the registry's default parameters.
-    noise : "halfnormal" or float
+    noise : "halfnormal", "gamma" or float
         Observation-noise sd ``sigma``. ``"halfnormal"`` (default, the
         Bayesian choice): a free variable ``sigma ~ HalfNormal(noise_scale)``
         inferred with the weights, so the predictive interval learns the
-        data's noise level. A positive number fixes ``sigma`` to that known
-        value (no ``sigma`` variable is created).
+        data's noise level. ``"gamma"``: a free noise precision
+        ``tau ~ Gamma(alpha, beta)`` (:data:`GAMMA_NOISE`, or
+        ``noise_params``), as probabilistic backpropagation has it, and the
+        deterministic ``sigma = tau^(-1/2)``. A positive number fixes
+        ``sigma`` to that known value (no ``sigma`` variable is created).
     noise_scale : float
         Scale of the HalfNormal prior on ``sigma`` (in the units of ``y``);
-        ignored when ``noise`` is a number.
+        used only with ``noise="halfnormal"``.
+    noise_params : dict, optional
+        With ``noise="gamma"``: ``alpha`` and ``beta`` of the precision's
+        Gamma prior, overriding :data:`GAMMA_NOISE`'s.
     feature_names : sequence of str, optional
         Coordinate labels of the input features.
     total_size : int, optional
@@ -207,7 +218,8 @@ def mlp_regressor(
     pm.Model
         With coords ``obs``, ``feature``, ``unit_<l>``, ``output`` (one
         entry); free variables ``W_<l>``, ``b_<l>`` (``scale_<l>`` when
-        hierarchical, ``sigma`` when ``noise="halfnormal"``); the
+        hierarchical, ``sigma`` when ``noise="halfnormal"``, ``tau`` and the
+        deterministic ``sigma`` when ``noise="gamma"``); the
         deterministic ``mu`` (dims ``obs``: the regression function at ``X``)
         and the likelihood ``y_obs``.
 
@@ -224,6 +236,9 @@ def mlp_regressor(
                              "or a positive number (a fixed sd)")
         if not noise_scale > 0:
             raise ValueError(f"noise_scale must be positive, got {noise_scale}")
+        gamma = {**GAMMA_NOISE, **(noise_params or {})}
+        if set(gamma) != set(GAMMA_NOISE) or not all(np.isfinite(v) and v > 0 for v in gamma.values()):
+            raise ValueError(f"noise_params must give positive alpha and beta, got {noise_params!r}")
     elif isinstance(noise, bool) or not isinstance(noise, (int, float, np.number)) or not noise > 0 \
             or not np.isfinite(noise):
         raise ValueError(f"noise must be 'halfnormal' or a positive number, got {noise!r}")
@@ -236,7 +251,10 @@ def mlp_regressor(
         y_data = pm.Data("y", y.astype(floatX), dims="obs")
         h = _network(X_data, layer_priors, unit_dims, ACTIVATIONS[activation])
         mu = pm.Deterministic("mu", h[:, 0], dims="obs")
-        if isinstance(noise, str):
+        if noise == "gamma":
+            tau = pm.Gamma("tau", alpha=gamma["alpha"], beta=gamma["beta"])
+            sigma = pm.Deterministic("sigma", tau**-0.5)
+        elif isinstance(noise, str):
             sigma = pm.HalfNormal("sigma", sigma=noise_scale)
         else:
             sigma = get_hyperprior("fixed", value=float(noise))("sigma")

@@ -104,7 +104,7 @@ def test_help_lists_the_flags(tmp_path):
                  "--steps", "--lr", "--lr-schedule", "--beta", "--method", "--restarts", "--seed",
                  "--out", "--figures"):
         assert flag in proc.stdout
-    assert "usage: bnn-zoo {moons,circles,toy,regression,mnist-cnn,mnist-bbb,sweep,report,alternatives}" in \
+    assert "usage: bnn-zoo {moons,circles,toy,regression,mnist-cnn,mnist-bbb,uci,sweep,report,alternatives}" in \
         bnn_zoo("--help", cwd=tmp_path).stdout
 
 

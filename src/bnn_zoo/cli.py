@@ -21,6 +21,7 @@ EXPERIMENTS = {
     "regression": "regression",
     "mnist-cnn": "mnist_cnn",
     "mnist-bbb": "mnist_bbb",
+    "uci": "uci",
 }
 #: The tools: command -> module of :mod:`bnn_zoo.experiments` (the prior sweep, its report, and the
 #: comparison with other methods).
@@ -49,7 +50,7 @@ def main(argv=None) -> int:
     --------
     >>> from bnn_zoo.cli import main
     >>> main(["--help"])
-    usage: bnn-zoo {moons,circles,toy,regression,mnist-cnn,mnist-bbb,sweep,report,alternatives} [flags]   (bnn-zoo <command> --help)
+    usage: bnn-zoo {moons,circles,toy,regression,mnist-cnn,mnist-bbb,uci,sweep,report,alternatives} [flags]   (bnn-zoo <command> --help)
     0
     >>> code = main(["moons", "--noise", "0.3", "--no-progress"])   # as ``bnn-zoo moons --noise 0.3``
     """

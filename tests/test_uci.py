@@ -1,0 +1,246 @@
+"""The UCI regression benchmark: its data (checked against the shipped checksums), its model, its
+scores, and ``bnn-zoo uci`` as a user runs it, resumed, on Dask, and refusing bad input."""
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from bnn_zoo.data import uci
+from bnn_zoo.experiments import uci as job
+from tests.conftest import ROOT, command_env
+
+#: A copy of the benchmark's yacht folder (tests/data/uci/README.md).
+DATA = ROOT / "tests" / "data" / "uci"
+
+
+def bnn_zoo_uci(*args, timeout=900):
+    return subprocess.run(["bnn-zoo", "uci", *args], capture_output=True, text=True, env=command_env(),
+                          timeout=timeout)
+
+
+# --- the data ------------------------------------------------------------------------------------
+
+
+def test_the_shipped_checksums_cover_every_file_of_each_data_set():
+    sums = uci.checksums()
+    for name, folder in uci.DATASETS.items():
+        files = {p.split("/", 1)[1] for p in sums if p.startswith(folder + "/")}
+        splits = 5 if name == "protein" else 20
+        expected = {"data.txt", "index_features.txt", "index_target.txt", "n_splits.txt", "n_hidden.txt",
+                    "n_epochs.txt", *(f"index_{part}_{k}.txt" for part in ("train", "test") for k in range(splits))}
+        assert expected <= files, name
+    # the copy under tests/ is the benchmark's own
+    for path in (DATA / "yacht").iterdir():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == sums[f"yacht/{path.name}"]
+
+
+def test_a_split_is_standardised_on_its_training_part_and_keeps_the_published_rows():
+    s = uci.load("yacht", 3, DATA)
+    rows = np.loadtxt(DATA / "yacht" / "data.txt")
+    train = np.loadtxt(DATA / "yacht" / "index_train_3.txt", dtype=int)
+    test = np.loadtxt(DATA / "yacht" / "index_test_3.txt", dtype=int)
+    assert len(s.y_train) == len(train) and len(s.y_test) == len(test) and not set(train) & set(test)
+    np.testing.assert_allclose(s.X_train.mean(0), 0, atol=1e-12)
+    np.testing.assert_allclose(s.X_train.std(0), 1, atol=1e-12)
+    assert abs(s.y_train.mean()) < 1e-12 and abs(s.y_train.std() - 1) < 1e-12
+    np.testing.assert_allclose(s.y_test_original, rows[test, 6])  # yacht's target is column 6
+    assert s.hidden == 50 and s.X_train.shape[1] == 6
+
+
+@pytest.mark.parametrize("name, split, message", [
+    ("yachts", 0, "unknown UCI data set 'yachts'; valid: boston, concrete"),
+    ("yacht", 20, "yacht has splits 0..19, not 20"),
+    ("yacht", -1, "yacht has splits 0..19, not -1"),
+])
+def test_load_refuses_an_unknown_data_set_or_split(name, split, message):
+    with pytest.raises(uci.UCIError, match=message):
+        uci.load(name, split, DATA)
+
+
+def test_a_damaged_or_missing_file_is_refused_before_it_is_parsed(tmp_path):
+    shutil.copytree(DATA / "yacht", tmp_path / "yacht")
+    path = tmp_path / "yacht" / "index_test_1.txt"
+    text = path.read_text()
+    path.write_text(text.replace("1", "2", 1))
+    uci.load("yacht", 0, tmp_path)  # split 0 does not read the damaged file
+    with pytest.raises(uci.UCIError, match=r"index_test_1.txt: sha256 is [0-9a-f]{64}, expected"):
+        uci.load("yacht", 1, tmp_path)
+    with pytest.raises(uci.UCIError, match="is damaged"):
+        uci.verify("yacht", tmp_path)
+    path.unlink()
+    with pytest.raises(uci.UCIError, match="index_test_1.txt is missing; pass --data-dir or set UCI_DIR"):
+        uci.verify("yacht", tmp_path)
+    with pytest.raises(uci.UCIError, match="downloads are off"):
+        uci.fetch("yacht", tmp_path, mirror=None)
+
+
+def test_a_missing_file_is_downloaded_and_checked(tmp_path):
+    """From a local HTTP server laid out as the papers' repository: a good copy is kept, a bad one is not."""
+    import functools
+    import http.server
+    import threading
+
+    site = tmp_path / "site"
+    shutil.copytree(DATA / "yacht", site / "yacht" / "data")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        mirror = f"http://127.0.0.1:{server.server_address[1]}/"
+        uci.fetch("yacht", tmp_path / "a", mirror=mirror)
+        uci.verify("yacht", tmp_path / "a")
+        (site / "yacht" / "data" / "n_hidden.txt").write_text("51\n")
+        with pytest.raises(uci.UCIError, match="download's sha256 does not match"):
+            uci.fetch("yacht", tmp_path / "b", mirror=mirror)
+        assert not (tmp_path / "b" / "yacht" / "n_hidden.txt").exists()
+        assert not [p for p in (tmp_path / "b" / "yacht").iterdir() if p.name.startswith(".")]
+    finally:
+        server.shutdown()
+
+
+# --- the model and the scores ----------------------------------------------------------------------
+
+
+def test_the_gamma_noise_model_has_a_free_precision_and_sigma_as_its_deterministic():
+    from bnn_zoo.models.mlp import mlp_regressor
+
+    X, y = np.random.default_rng(0).normal(size=(20, 3)), np.random.default_rng(1).normal(size=20)
+    m = mlp_regressor(X, y, hidden=(4,), noise="gamma", noise_params={"alpha": 2.0, "beta": 3.0})
+    assert "tau" in m.named_vars and "tau" in [v.name for v in m.free_RVs]
+    assert "sigma" in [v.name for v in m.deterministics]
+    import pytensor
+
+    point = {**m.initial_point(), "tau_log__": np.log(4.0)}
+    sigma_graph, = m.replace_rvs_by_values([m["sigma"]])
+    sigma = pytensor.function([m.rvs_to_values[m["tau"]]], sigma_graph)(np.log(4.0))
+    assert np.isclose(sigma, 0.5)
+    logp = m.compile_logp(vars=[m["tau"]], jacobian=False)(point)
+    assert np.isclose(logp, stats.gamma(a=2.0, scale=1 / 3.0).logpdf(4.0))
+    with pytest.raises(ValueError, match="noise_params must give positive alpha and beta"):
+        mlp_regressor(X, y, noise="gamma", noise_params={"alpha": -1.0})
+
+
+def test_scores_are_the_mixture_log_density_in_the_targets_units():
+    s = uci.load("yacht", 0, DATA)
+    rng = np.random.default_rng(0)
+    mu, sigma = rng.normal(size=(3, len(s.y_test))) * 0.1, np.array([0.2, 0.3, 0.5])
+    got = job.scores(mu, sigma, s)
+    y, m, sd = s.y_test_original, s.y_mean + s.y_sd * mu, s.y_sd * sigma[:, None]
+    mixture = np.log(stats.norm(m, sd).pdf(y).mean(0))
+    assert np.isclose(got["ll"], mixture.mean())
+    assert np.isclose(got["rmse"], np.sqrt(np.mean((m.mean(0) - y) ** 2)))
+    assert np.isclose(got["sigma"], s.y_sd * sigma.mean())
+
+
+def test_the_table_sets_standard_errors_and_the_targets_against_the_published_columns():
+    fits = pd.DataFrame({"uci": ["yacht"] * 3, "approach": ["advi"] * 3, "split": [0, 1, 2],
+                         "rmse": [0.9, 1.0, 1.1], "ll": [-1.2, -1.6, -1.7], "fit_seconds": [1.0, 2.0, 3.0]})
+    row = job.table(fits).iloc[0]
+    assert row["splits"] == 3 and np.isclose(row["rmse"], 1.0) and np.isclose(row["rmse_se"], 0.1 / np.sqrt(3))
+    assert np.isclose(row["ll"], -1.5) and (row["vi_rmse"], row["pbp_ll"]) == (6.89, -1.63)
+    assert row["beats_vi"] and row["matches_pbp"]  # RMSE 1.00 < 1.02; LL -1.50 > -1.63
+    fits["ll"] -= 0.4  # -1.9 ± 0.15: below PBP's -1.63 by more than a standard error
+    assert not job.table(fits).iloc[0]["matches_pbp"]
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+FAST = ["--datasets", "yacht", "--data-dir", str(DATA), "--steps", "3000", "--members", "2", "--draws", "200",
+        "--no-progress"]
+
+
+def test_uci_on_yacht_writes_every_record_and_the_table_then_resumes(tmp_path):
+    done = bnn_zoo_uci(*FAST, "--splits", "2", "--workers", "1", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "10 fits in the job, 0 already" in done.stderr
+    store = tmp_path / "uci"
+    fits = pd.read_parquet(store / "fits.parquet")
+    assert sorted(zip(fits["approach"], fits["split"])) == sorted((m, k) for m in job.METHODS for k in (0, 1))
+    # every method predicts the test targets far better than their mean, with a finite log-likelihood
+    y_sd = np.std(np.loadtxt(DATA / "yacht" / "data.txt")[:, 6])
+    assert (fits["rmse"] < 0.3 * y_sd).all() and np.isfinite(fits["ll"]).all()
+    table = pd.read_csv(store / "table.csv")
+    assert list(table["method"]) == list(job.METHODS) and (table["splits"] == 2).all()
+    assert {"pbp_rmse", "vi_ll", "dropout_ll", "beats_vi", "matches_pbp"} <= set(table.columns)
+    assert "| yacht | advi | 2 |" in (store / "table.md").read_text()
+    assert "| yacht | advi | 2 |" in done.stdout
+
+    # a rerun fits nothing; a record lost (a killed run) or damaged is fitted again, alone
+    again = bnn_zoo_uci(*FAST, "--splits", "2", "--workers", "1", "--out", str(tmp_path))
+    assert again.returncode == 0 and "10 already in" in again.stderr and "0 to fit" in again.stderr
+    records = sorted((store / "records").glob("*.parquet"))
+    records[0].unlink()
+    records[1].write_bytes(records[1].read_bytes()[:40])
+    resumed = bnn_zoo_uci(*FAST, "--splits", "2", "--workers", "1", "--out", str(tmp_path))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "is damaged" in resumed.stderr and "8 already in" in resumed.stderr and "2 to fit" in resumed.stderr
+    assert len(pd.read_parquet(store / "fits.parquet")) == 10
+
+
+def test_uci_on_a_dask_cluster_makes_the_same_fits(tmp_path):
+    args = [*FAST, "--splits", "1-2", "--method", "advi,dropout"]
+    local = bnn_zoo_uci(*args, "--workers", "1", "--out", str(tmp_path / "a"))
+    dask = bnn_zoo_uci(*args, "--workers", "2", "--out", str(tmp_path / "b"))
+    assert local.returncode == 0 and dask.returncode == 0, dask.stderr
+    a, b = (pd.read_parquet(tmp_path / d / "uci" / "fits.parquet").sort_values("key").reset_index() for d in "ab")
+    assert list(a["key"]) == list(b["key"]) and sorted(a["split"]) == [1, 1, 2, 2]
+    np.testing.assert_allclose(a["rmse"], b["rmse"], rtol=1e-5)
+    np.testing.assert_allclose(a["ll"], b["ll"], rtol=1e-5)
+
+
+def _damaged(tmp_path):
+    shutil.copytree(DATA / "yacht", tmp_path / "data" / "yacht")
+    path = tmp_path / "data" / "yacht" / "data.txt"
+    path.write_bytes(path.read_bytes()[:-10])
+    return ["--data-dir", str(tmp_path / "data")]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--datasets", "yachts"], "argument --datasets: unknown data set yachts; valid: boston"),
+    (["--splits", "21"], "yacht has 20 splits (0..19); --splits 21 is out of range"),
+    (["--splits", "18-20"], "yacht has 20 splits (0..19); --splits 18-20 is out of range"),
+    (["--splits", "0"], "argument --splits: must be a count N (the first N splits) or a range I-J"),
+    (["--method", "nuts"], "argument --method: unknown method nuts; valid: advi"),
+    (["--noise-prior", "1"], "argument --noise-prior: must be two positive numbers ALPHA,BETA"),
+    (["--restarts", "3"], "--restarts is not a setting of bnn-zoo uci"),
+    (["--figures", "f"], "--figures is not a setting of bnn-zoo uci"),
+    (["--estimator", "local_reparam"], "(the local-reparameterisation estimator is --method local_reparam)"),
+    (_damaged, "data.txt: sha256 is"),
+])
+def test_bad_input_is_one_line_exit_2_before_any_fit(tmp_path, capsys, args, message):
+    if callable(args):
+        args = args(tmp_path)
+    else:
+        args = ["--data-dir", str(DATA), *args]
+    code = job.main(["--datasets", "yacht", *args, "--out", str(tmp_path / "out"), "--workers", "1"]
+                    if "--datasets" not in args else [*args, "--out", str(tmp_path / "out"), "--workers", "1"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_uci_without_a_data_folder_says_where_to_put_one(tmp_path):
+    """No --data-dir, no UCI_DIR, and no network (an unreachable mirror): one line, exit 2."""
+    code = f"""
+import sys
+from bnn_zoo.data import uci
+uci.MIRROR = "http://127.0.0.1:9/"
+from bnn_zoo.experiments.uci import main
+sys.exit(main(["--datasets", "yacht", "--out", {str(tmp_path / 'out')!r}, "--workers", "1"]))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=command_env(XDG_CACHE_HOME=str(tmp_path / "cache")), timeout=300)
+    assert done.returncode == 2
+    assert "could not be downloaded" in done.stderr and "pass --data-dir or set UCI_DIR" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
