@@ -129,7 +129,7 @@ def test_fixed_noise_and_hierarchical_scales():
     (dict(X=np.zeros((5, 1)), y=np.zeros((5, 1))), "X must be"),
     (dict(X=np.zeros((5, 1)), y=np.array([0, 1, np.nan, 0, 0])), "finite"),
     (dict(activation="swish"), "unknown activation 'swish'"),
-    (dict(noise="gamma"), "unknown noise model 'gamma'"),
+    (dict(noise="studentt"), "unknown noise model 'studentt'"),
     (dict(noise=-1.0), "noise must be 'halfnormal' or a positive number"),
     (dict(noise=0), "noise must be 'halfnormal' or a positive number"),
     (dict(noise_scale=0.0), "noise_scale must be positive"),
