@@ -34,8 +34,8 @@ The job is resumable like ``bnn-zoo sweep`` (:class:`~bnn_zoo.experiments.sweep.
 hash of its settings, so a rerun of a killed command fits only what is
 missing. Tasks run in this process (``--workers 1``), on a Dask
 ``LocalCluster`` or on a running scheduler (``--scheduler``; the client
-writes every record). At the end it writes ``fits.parquet`` (every record),
-``table.csv`` and ``table.md``.
+writes every record). At the end it writes ``fits.parquet`` (every record in the store),
+``fits.csv`` (the job's records), ``table.csv`` and ``table.md``.
 """
 
 from __future__ import annotations
@@ -73,12 +73,12 @@ BATCH_SIZE = 1000
 #: The shared fit flags' defaults: 10,000 Adam steps of a cosine decay from 0.01 to 1% of it, from
 #: ADVI's initial means with sd 0.01, and 500 posterior draws for the predictive. Every
 #: method takes the same steps and rate (each member of an ensemble too); the full-rank phase runs
-#: at 1e-4, as in ``bnn-zoo regression``: at 1e-3 its ELBO falls far below its mean-field start
-#: on yacht.
+#: at 1e-6: at 1e-4 its ELBO falls hundreds of nats below its mean-field start within 200 steps on
+#: yacht and boston, at 1e-6 it ends above it on boston (``benchmarks.studies.uci_fullrank``).
 #: Minibatches of ``--batch-size`` rows (default :data:`BATCH_SIZE`) on the data sets that have more
 #: training rows; the others are fitted full-batch.
 DEFAULTS = dict(steps=10_000, lr=0.01, lr_schedule="cosine", lr_final=0.01, init_std=0.01, draws=500,
-                average=0.0, fullrank_lr=1e-4)
+                average=0.0, fullrank_lr=1e-6)
 
 
 @dataclass(frozen=True)
@@ -273,7 +273,7 @@ def fit_task(cfgs: list[UCIConfig]) -> list[dict]:
 
 
 def tasks(cfgs: list[UCIConfig], per_task: int) -> list[list[UCIConfig]]:
-    """Fits of one data set and method, at most ``per_task`` splits each: by method, costliest data sets first.
+    """Fits of one data set and method, at most ``per_task`` splits each, in the order a cut-short job wants.
 
     Parameters
     ----------
@@ -285,16 +285,18 @@ def tasks(cfgs: list[UCIConfig], per_task: int) -> list[list[UCIConfig]]:
     Returns
     -------
     list of list of UCIConfig
-        The tasks in :data:`METHODS` order (a job cut short has the first methods whole),
-        and within a method by training rows, largest first, so that the long ones start
-        early on a cluster.
+        The first ``per_task`` splits of every data set and method, then the next ones, and so
+        on (a job cut short has some splits of every cell of the table); within those, in
+        :data:`METHODS` order, and by training rows, largest first, so that the long tasks
+        start early on a cluster.
     """
     groups: dict = {}
     for c in cfgs:
         groups.setdefault((c.uci, c.approach), []).append(c)
-    out = [g[i:i + per_task] for g in groups.values() for i in range(0, len(g), per_task)]
+    out = [(i, g[i:i + per_task]) for g in groups.values() for i in range(0, len(g), per_task)]
     rows = {"protein": 41_000, "naval": 10_700, "power": 8_600, "kin8nm": 7_400}
-    return sorted(out, key=lambda t: (METHODS.index(t[0].approach), -rows.get(t[0].uci, 1_000) * len(t)))
+    out.sort(key=lambda it: (it[0], METHODS.index(it[1][0].approach), -rows.get(it[1][0].uci, 1_000) * len(it[1])))
+    return [t for _, t in out]
 
 
 # --- the table ----------------------------------------------------------------------------------
@@ -482,21 +484,30 @@ def run_job(args, report=print) -> tuple[Path, int]:
     -------
     tuple of (pathlib.Path, int)
         ``<out>/uci/table.csv`` and the number of fits made now.
+
+    Raises
+    ------
+    UsageError
+        For bad input (:func:`configs`), or ``--table-only`` on a store without any of the
+        job's records.
     """
     from bnn_zoo.inference.io import atomic_write, write_text
 
     cfgs = configs(args)
     store = sweep.Store(args.out / "uci")
+    if args.table_only and not {fit_key(c) for c in cfgs} & store.done():
+        raise UsageError(f"--table-only: {store.root} holds none of this job's fits")
     store.open()
     for key, why in store.set_aside_damaged():
         report(f"record {key} is damaged ({why}); set aside in {store.root / 'damaged'}, it is fitted again")
     done = store.done()
     todo = [c for c in cfgs if fit_key(c) not in done]
-    report(f"{len(cfgs)} fits in the job, {len(cfgs) - len(todo)} already in {store.root}, {len(todo)} to fit")
-    work = tasks(todo, args.splits_per_task)
-    client, close = sweep.cluster(args)
+    report(f"{len(cfgs)} fits in the job, {len(cfgs) - len(todo)} already in {store.root}, "
+           + (f"{len(todo)} left out (--table-only)" if args.table_only else f"{len(todo)} to fit"))
+    work = [] if args.table_only else tasks(todo, args.splits_per_task)
+    client, close = sweep.cluster(args) if work else (None, lambda: None)
     try:
-        with sweep.progress(len(todo), not args.no_progress) as advance:
+        with sweep.progress(len(todo) if work else 0, not args.no_progress) as advance:
             if client is None:
                 for task in work:
                     for record in fit_task(task):
@@ -514,9 +525,11 @@ def run_job(args, report=print) -> tuple[Path, int]:
     finally:
         close()
     store.consolidate()
-    fits = store.table(sorted({fit_key(c) for c in cfgs}))
+    fits = store.table(sorted({fit_key(c) for c in cfgs} & store.done()))
     t = table(fits)
     path = store.root / "table.csv"
+    atomic_write(store.root / "fits.csv", lambda tmp: fits.sort_values(["uci", "approach", "split"]).to_csv(
+        tmp, index=False, float_format="%.6g"))
     atomic_write(path, lambda tmp: t.to_csv(tmp, index=False, float_format="%.6g"))
     write_text(store.root / "table.md", markdown(t))
     return path, len(todo)
@@ -553,8 +566,10 @@ def build_parser(prog: str = "bnn-zoo uci") -> argparse.ArgumentParser:
     p.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1,
                    help="Dask LocalCluster processes (1: in this process)")
     p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786")
-    p.add_argument("--splits-per-task", type=positive_int, default=20,
-                   help="splits of one data set and method fitted together in one task")
+    p.add_argument("--splits-per-task", type=positive_int, default=5,
+                   help="splits of one data set and method fitted one after another in one task")
+    p.add_argument("--table-only", action="store_true",
+                   help="fit nothing: write the table of the job's fits already in the store")
     exp = runner.Experiment(name="uci", description="", arguments=lambda p: None, configs=configs, data=None,
                             model=model, evaluate=None, report=None, defaults=DEFAULTS)
     runner.add_fit_arguments(p, exp)

@@ -172,6 +172,7 @@ def test_uci_on_yacht_writes_every_record_and_the_table_then_resumes(tmp_path):
     assert list(table["method"]) == list(job.METHODS) and (table["splits"] == 2).all()
     assert {"pbp_rmse", "vi_ll", "dropout_ll", "beats_vi", "matches_pbp"} <= set(table.columns)
     assert "| yacht | advi | 2 |" in (store / "table.md").read_text()
+    assert len(pd.read_csv(store / "fits.csv")) == 10
     assert "| yacht | advi | 2 |" in done.stdout
 
     # a rerun fits nothing; a record lost (a killed run) or damaged is fitted again, alone
@@ -184,6 +185,13 @@ def test_uci_on_yacht_writes_every_record_and_the_table_then_resumes(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     assert "is damaged" in resumed.stderr and "8 already in" in resumed.stderr and "2 to fit" in resumed.stderr
     assert len(pd.read_parquet(store / "fits.parquet")) == 10
+
+    # --table-only fits nothing: the table of what the store holds of a larger job
+    table_only = bnn_zoo_uci(*FAST, "--splits", "3", "--table-only", "--workers", "1", "--out", str(tmp_path))
+    assert table_only.returncode == 0, table_only.stderr
+    assert "10 already in" in table_only.stderr and "5 left out (--table-only)" in table_only.stderr
+    assert len(list((store / "records").glob("*.parquet"))) == 10
+    assert (pd.read_csv(store / "table.csv")["splits"] == 2).all()
 
 
 def test_uci_on_a_dask_cluster_makes_the_same_fits(tmp_path):
@@ -215,6 +223,7 @@ def _damaged(tmp_path):
     (["--figures", "f"], "--figures is not a setting of bnn-zoo uci"),
     (["--estimator", "local_reparam"], "(the local-reparameterisation estimator is --method local_reparam)"),
     (_damaged, "data.txt: sha256 is"),
+    (["--table-only"], "--table-only: "),
 ])
 def test_bad_input_is_one_line_exit_2_before_any_fit(tmp_path, capsys, args, message):
     if callable(args):
