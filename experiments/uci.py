@@ -73,8 +73,8 @@ BATCH_SIZE = 1000
 #: The shared fit flags' defaults: 10,000 Adam steps of a cosine decay from 0.01 to 1% of it, from
 #: ADVI's initial means with sd 0.01, and 500 posterior draws for the predictive. Every
 #: method takes the same steps and rate (each member of an ensemble too); the full-rank phase runs
-#: at 1e-6: at 1e-4 its ELBO falls hundreds of nats below its mean-field start within 200 steps on
-#: yacht and boston, at 1e-6 it ends above it on boston (``benchmarks.studies.uci_fullrank``).
+#: at 1e-6: at 1e-4 its ELBO falls over a thousand nats below its mean-field start within 200 steps
+#: on yacht and boston, at 1e-6 it ends above it on both (``benchmarks.studies.uci_fullrank``).
 #: Minibatches of ``--batch-size`` rows (default :data:`BATCH_SIZE`) on the data sets that have more
 #: training rows; the others are fitted full-batch.
 DEFAULTS = dict(steps=10_000, lr=0.01, lr_schedule="cosine", lr_final=0.01, init_std=0.01, draws=500,

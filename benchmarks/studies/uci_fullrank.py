@@ -42,7 +42,8 @@ def study(name: str, rates, data_dir) -> list[dict]:
     cfg = job.UCIConfig(uci=name, split=0, approach="fullrank_advi", **job.DEFAULTS, batch_size=None)
     split = uci.load(name, 0, data_dir)
     model = job.model(cfg, split)
-    settings = dict(steps=cfg.steps, init_std=cfg.init_std, seed=cfg.fit_seed, progressbar=False)
+    settings = dict(steps=cfg.steps, init_std=cfg.init_std, beta=cfg.beta, mc_samples=cfg.mc_samples,
+                    average=cfg.average, seed=cfg.fit_seed, progressbar=False)  # bnn-zoo uci's own
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence is in the rows
         mf = bnn_zoo.fit(model, optimizer=runner.make_optimizer(cfg, cfg.lr, cfg.steps), **settings)
