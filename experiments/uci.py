@@ -366,9 +366,10 @@ def markdown(t) -> str:
     out = []
     for method in dict.fromkeys(t["method"]):
         rows = t[t["method"] == method]
-        lost = ", ".join(rows.loc[~rows["matches_pbp"], "dataset"]) or "none"
+        lost = ", ".join(rows.loc[~rows["matches_pbp"], "dataset"])
         out.append(f"- `{method}`: beats VI on {int(rows['beats_vi'].sum())} of {len(rows)} data sets; "
-                   f"matches or beats PBP on {int(rows['matches_pbp'].sum())} of {len(rows)} (not on: {lost}).")
+                   f"matches or beats PBP on {int(rows['matches_pbp'].sum())} of {len(rows)}"
+                   + (f" (not on: {lost})." if lost else "."))
     out.append("")
     for metric, label, better in (("rmse", "test RMSE (lower is better)", "lower"),
                                   ("ll", "test log-likelihood (higher is better)", "higher")):
