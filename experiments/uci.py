@@ -57,7 +57,8 @@ from bnn_zoo.experiments import runner, sweep
 from bnn_zoo.experiments.cli import HelpFormatter, Parser, UsageError, names, positive_float, positive_int
 
 __all__ = ["BATCH_SIZE", "DEFAULTS", "FULLRANK_MAX_PARAMS", "METHODS", "UCIConfig", "build_parser", "configs", "fit_key",
-           "fit_task", "main", "markdown", "model", "run_job", "scores", "split_list", "table", "tasks"]
+           "fit_settings", "fit_task", "main", "markdown", "model", "run_job", "score_fit", "scores", "split_list",
+           "table", "tasks"]
 
 #: The methods, in the table's order: mean-field ADVI, its local-reparameterisation estimator,
 #: full-rank ADVI, MC dropout and a deep ensemble.
@@ -208,20 +209,58 @@ def _advi(cfg: UCIConfig, split: uci.Split) -> dict:
     from bnn_zoo.inference.advi import fullrank_from
 
     m = model(cfg, split)
-    settings = dict(steps=cfg.steps, init_std=cfg.init_std, beta=cfg.beta, mc_samples=cfg.mc_samples,
-                    average=cfg.average, batch_size=cfg.batch_size, seed=cfg.fit_seed, progressbar=False)
+    settings = fit_settings(cfg)
     fit = bnn_zoo.fit(m, optimizer=runner.make_optimizer(cfg, cfg.lr, cfg.steps),
                       estimator="local_reparam" if cfg.approach == "local_reparam" else "weights",
                       path_derivative=cfg.path_derivative, **settings)
     if cfg.approach == "fullrank_advi":
         fit = fullrank_from(m, fit, optimizer=runner.make_optimizer(cfg, cfg.fullrank_lr, cfg.steps),
                             path_derivative=cfg.path_derivative or None, **settings)
+    return {**score_fit(fit, cfg, split), "fit_seconds": fit.seconds, "n_params": fit.layout.dim,
+            "converged": bool(fit.convergence.converged), "elbo_final": float(fit.elbo_final)}
+
+
+def fit_settings(cfg: UCIConfig) -> dict:
+    """The keyword arguments of :func:`bnn_zoo.fit` (and ``fullrank_from``) that an ADVI fit of ``cfg`` takes.
+
+    Parameters
+    ----------
+    cfg : UCIConfig
+        One fit's settings.
+
+    Returns
+    -------
+    dict
+        ``steps``, ``init_std``, ``beta``, ``mc_samples``, ``average``, ``batch_size``, ``seed``
+        (``cfg.fit_seed``) and ``progressbar=False``.
+    """
+    return dict(steps=cfg.steps, init_std=cfg.init_std, beta=cfg.beta, mc_samples=cfg.mc_samples,
+                average=cfg.average, batch_size=cfg.batch_size, seed=cfg.fit_seed, progressbar=False)
+
+
+def score_fit(fit, cfg: UCIConfig, split: uci.Split) -> dict:
+    """:func:`scores` of an ADVI fit's predictive, from ``cfg.draws`` posterior draws.
+
+    Parameters
+    ----------
+    fit : bnn_zoo.FitResult
+        A fit of :func:`model` for ``split``.
+    cfg : UCIConfig
+        Its settings (``draws`` and ``seed``).
+    split : bnn_zoo.data.uci.Split
+        The split, whose test part is scored.
+
+    Returns
+    -------
+    dict
+        ``rmse``, ``ll`` and ``sigma``, as :func:`scores` gives them.
+    """
+    import bnn_zoo
+
     idata = bnn_zoo.sample(fit, cfg.draws, seed=cfg.seed, log_likelihood=False, var_names=())
     pred = bnn_zoo.predict(fit, {"X": split.X_test}, idata=idata, var_names=["mu"], seed=cfg.seed)
     mu = pred["predictions"]["mu"].values.reshape(-1, len(split.X_test))
-    tau = idata["posterior"]["tau"].values.ravel()
-    return {**scores(mu, tau**-0.5, split), "fit_seconds": fit.seconds, "n_params": fit.layout.dim,
-            "converged": bool(fit.convergence.converged), "elbo_final": float(fit.elbo_final)}
+    return scores(mu, idata["posterior"]["tau"].values.ravel() ** -0.5, split)
 
 
 def _dropout(cfg: UCIConfig, split: uci.Split) -> dict:

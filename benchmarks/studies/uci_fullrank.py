@@ -29,30 +29,21 @@ from bnn_zoo.inference.advi import fullrank_from
 from bnn_zoo.inference.io import write_json
 
 
-def score(fit, cfg, split) -> dict:
-    """Test RMSE and log-likelihood of ``fit``, as ``bnn-zoo uci`` scores it."""
-    idata = bnn_zoo.sample(fit, cfg.draws, seed=cfg.seed, log_likelihood=False, var_names=())
-    pred = bnn_zoo.predict(fit, {"X": split.X_test}, idata=idata, var_names=["mu"], seed=cfg.seed)
-    mu = pred["predictions"]["mu"].values.reshape(-1, len(split.X_test))
-    return job.scores(mu, idata["posterior"]["tau"].values.ravel() ** -0.5, split)
-
-
 def study(name: str, rates, data_dir) -> list[dict]:
     """The mean-field fit of ``name``'s split 0 and a full-rank phase from it at each rate."""
     cfg = job.UCIConfig(uci=name, split=0, approach="fullrank_advi", **job.DEFAULTS, batch_size=None)
     split = uci.load(name, 0, data_dir)
     model = job.model(cfg, split)
-    settings = dict(steps=cfg.steps, init_std=cfg.init_std, beta=cfg.beta, mc_samples=cfg.mc_samples,
-                    average=cfg.average, seed=cfg.fit_seed, progressbar=False)  # bnn-zoo uci's own
+    settings = job.fit_settings(cfg)  # bnn-zoo uci's own
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence is in the rows
         mf = bnn_zoo.fit(model, optimizer=runner.make_optimizer(cfg, cfg.lr, cfg.steps), **settings)
         rows = [dict(uci=name, q="mean-field", rate=cfg.lr, elbo_first200=float(np.mean(mf.elbo[:200])),
-                     elbo_final=mf.elbo_final, seconds=mf.seconds, **score(mf, cfg, split))]
+                     elbo_final=mf.elbo_final, seconds=mf.seconds, **job.score_fit(mf, cfg, split))]
         for rate in rates:
             fr = fullrank_from(model, mf, optimizer=runner.make_optimizer(cfg, rate, cfg.steps), **settings)
             rows.append(dict(uci=name, q="full-rank", rate=rate, elbo_first200=float(np.mean(fr.elbo[:200])),
-                             elbo_final=fr.elbo_final, seconds=fr.seconds - mf.seconds, **score(fr, cfg, split)))
+                             elbo_final=fr.elbo_final, seconds=fr.seconds - mf.seconds, **job.score_fit(fr, cfg, split)))
     return rows
 
 
