@@ -534,8 +534,9 @@ def run_job(args, report=print) -> tuple[Path, int]:
     from bnn_zoo.inference.io import atomic_write, write_text
 
     cfgs = configs(args)
+    keys = {fit_key(c) for c in cfgs}
     store = sweep.Store(args.out / "uci")
-    if args.table_only and not {fit_key(c) for c in cfgs} & store.done():
+    if args.table_only and not keys & store.done():
         raise UsageError(f"--table-only: {store.root} holds none of this job's fits")
     store.open()
     for key, why in store.set_aside_damaged():
@@ -565,7 +566,7 @@ def run_job(args, report=print) -> tuple[Path, int]:
     finally:
         close()
     store.consolidate()
-    fits = store.table(sorted({fit_key(c) for c in cfgs} & store.done()))
+    fits = store.table(sorted(keys & store.done()))
     t = table(fits)
     path = store.root / "table.csv"
     atomic_write(store.root / "fits.csv", lambda tmp: fits.sort_values(["uci", "approach", "split"]).to_csv(

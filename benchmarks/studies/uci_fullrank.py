@@ -43,7 +43,8 @@ def study(name: str, rates, data_dir) -> list[dict]:
         for rate in rates:
             fr = fullrank_from(model, mf, optimizer=runner.make_optimizer(cfg, rate, cfg.steps), **settings)
             rows.append(dict(uci=name, q="full-rank", rate=rate, elbo_first200=float(np.mean(fr.elbo[:200])),
-                             elbo_final=fr.elbo_final, seconds=fr.seconds - mf.seconds, **job.score_fit(fr, cfg, split)))
+                             elbo_final=fr.elbo_final, seconds=fr.seconds - mf.seconds,
+                             **job.score_fit(fr, cfg, split)))
     return rows
 
 
