@@ -10,7 +10,7 @@ see the same minibatches: the rows the engine draws on the device
 inside each jitted step (for pm.fit, copied into its ``pm.Data`` containers
 by ``set_value``, which is how ``pm.fit`` takes minibatches from NumPy).
 
-- ``engine``: what :func:`bnn_zoo.fit` runs (:func:`bnn_zoo.inference.advi.prepare`'s
+- ``engine``: what :func:`bnn_zoo.fit` runs (:func:`bnn_zoo.inference.prepare.prepare`'s
   runner): the PyMC model compiled to JAX, many steps per call.
 - ``pymc_fit``: PyMC's own ADVI step (``KLqp`` on ``MeanField``, what
   ``pm.fit(method="advi", backend="jax")`` iterates), one Python call per step.
@@ -23,7 +23,8 @@ by ``set_value``, which is how ``pm.fit`` takes minibatches from NumPy).
   optax Adam, ``jax.jit`` once per step: the floor for one forward and one
   backward pass.
 
-The models: ``mlp400`` is 784-400-400-10 with ReLU; ``cnn`` is seed 004's
+The models: ``mlp400`` is 784-400-400-10 with ReLU; ``cnn`` is the CNN of
+Zharikov, Isachenko and Bochkarev, "Bayesian Neural Networks":
 conv(32, 5x5)-pool-conv(32, 5x5)-pool-64-10 with tanh, NHWC. Timings are the
 median ms/step over ``--blocks`` interleaved blocks (each engine runs a block
 in turn, so all see the same machine state) after a warm-up that compiles.
@@ -48,10 +49,10 @@ import numpy as np
 import optax
 from jax import lax
 
-from bnn_zoo import precision
+from bnn_zoo import MeanField, precision
 from bnn_zoo.data import mnist
 from bnn_zoo.inference import noise, reference
-from bnn_zoo.inference.advi import prepare
+from bnn_zoo.inference.prepare import prepare
 from bnn_zoo.inference.engine import batch_indices
 from bnn_zoo.inference.families import softplus
 from bnn_zoo.inference.io import write_json
@@ -223,8 +224,8 @@ def main(argv=None) -> int:
         full = zoo_model(args.model, X_host, data.y_train, n)
         # PyMC's step sees one batch at a time through its pm.Data containers.
         one = zoo_model(args.model, X_host[rows[0]], data.y_train[rows[0]], n)
-    engine = prepare(full, steps=total, optimizer=optax.adam(LR), batch_size=B, init_std=INIT_STD,
-                     seed=SEED)
+    engine = prepare(full, method=MeanField(init_std=INIT_STD), steps=total, optimizer=optax.adam(LR),
+                     batch_size=B, average=0, random_seed=SEED)
     _, pymc_step, _ = reference.build_step(one, learning_rate=LR, init_std=INIT_STD, backend="jax",
                                            seed=SEED)
     setup["build"] = time.perf_counter() - t0

@@ -22,7 +22,7 @@ import optax
 
 import bnn_zoo
 from bnn_zoo.data import mnist
-from bnn_zoo.experiments.alternatives import peak_rss_mb as peak_mb
+from bnn_zoo.experiments.runtime import peak_rss_mb as peak_mb
 from bnn_zoo.models import mlp_classifier
 
 
@@ -43,8 +43,8 @@ def main(argv=None) -> int:
     with bnn_zoo.precision(True):
         model = mlp_classifier(X, data.y_train, hidden=(args.hidden, args.hidden), n_classes=10,
                                activation="relu", prior="normal", hyperprior="fixed")
-    result = bnn_zoo.fit(model, steps=args.steps, batch_size=128, optimizer=optax.adam(1e-3),
-                         init_std=1e-3, progressbar=False)
+    result = bnn_zoo.fit(model, method=bnn_zoo.MeanField(init_std=1e-3), steps=args.steps, batch_size=128,
+                         optimizer=optax.adam(1e-3), progressbar=False)
     d = result.layout.dim
     print(f"MLP 784-{args.hidden}-{args.hidden}-10, {d:,} weights, {args.steps} steps of batch 128, "
           f"{time.perf_counter() - t0:.0f} s ({result.ms_per_step:.1f} ms/step)")

@@ -24,8 +24,9 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 
+from bnn_zoo import MeanField
 from bnn_zoo.data import mnist
-from bnn_zoo.inference.advi import prepare
+from bnn_zoo.inference.prepare import prepare
 from bnn_zoo.inference.engine import batch_indices
 
 LR, INIT_STD, SEED, B = 1e-3, 1e-3, 0, 128
@@ -57,8 +58,8 @@ def main(argv=None) -> int:
     warmup = 3
     rows = batch_indices(SEED, len(X), B, warmup + args.steps * args.blocks)
     with pytensor.config.change_flags(floatX="float32"):
-        setup = prepare(mlp(X, y, len(X)), steps=len(rows), optimizer=optax.adam(LR), batch_size=B,
-                        init_std=INIT_STD, seed=SEED)
+        setup = prepare(mlp(X, y, len(X)), method=MeanField(init_std=INIT_STD), steps=len(rows),
+                        optimizer=optax.adam(LR), batch_size=B, average=0, random_seed=SEED)
         one = mlp(X[rows[0]], y[rows[0]], len(X))
         trainer = Trainer(optimizer=adam(LR), backend="jax", path_derivative_gradient=False,
                           random_seed=SEED)

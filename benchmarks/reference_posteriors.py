@@ -226,8 +226,8 @@ def reference(name: str, seed: int = 0):
 
 def _bnn_zoo(method):
     def run(model, seed):
-        result = bnn_zoo.fit(model, method=method, seed=seed, progressbar=False)
-        return bnn_zoo.sample(result, DRAWS, seed=seed, log_likelihood=False)["posterior"].to_dataset()
+        result = bnn_zoo.fit(model, method=method, random_seed=seed, progressbar=False)
+        return bnn_zoo.sample(result, DRAWS, random_seed=seed, log_likelihood=False)["posterior"].to_dataset()
     return run
 
 

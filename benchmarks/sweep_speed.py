@@ -7,9 +7,9 @@ Both paths fit the same toy configurations at the experiment's defaults
 points, 6 restarts picked at a fifth of the steps, 500 draws, PSIS-LOO and
 the test metrics): one at a time as ``bnn-zoo moons`` runs them
 (``runner.run``: fit, its restarts vectorised, sample, predict, LOO, write),
-and together as ``bnn-zoo sweep`` runs a task (``sweep.fit_task``: one
+and together as ``bnn-zoo sweep`` runs a task (``sweep_fits.fit_task``: one
 vmapped program, then the same evaluation without the DataTrees). One core,
-the sweep workers' XLA flags for both (``sweep.xla_flags``); each path is run
+the sweep workers' XLA flags for both (``runtime.worker_xla_flags``); each path is run
 once untimed first, so that compilation is not timed.
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 
 def main(argv=None) -> int:
-    from bnn_zoo.experiments import runner, sweep, toy
+    from bnn_zoo.experiments import runner, runtime, sweep, sweep_fits, sweep_spec, toy_priors
 
     p = argparse.ArgumentParser(prog="python -m benchmarks.sweep_speed", description=__doc__.splitlines()[0])
     p.add_argument("--fits", type=int, default=8, help="fits timed one at a time")
@@ -34,16 +34,16 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=10_000)
     p.add_argument("--float32", action="store_true", help="fit and evaluate in single precision")
     args = p.parse_args(argv)
-    for flag in sweep.xla_flags():  # before JAX starts its backend
-        runner.add_xla_flag(flag)
+    for flag in runtime.worker_xla_flags():  # before JAX starts its backend
+        runtime.add_xla_flag(flag)
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     sweep_args = sweep.build_parser().parse_args(
         ["--out", "unused", "--noise", "0.3", "--seeds", str(max(args.fits, args.batch) + 2),
          "--steps", str(args.steps)] + (["--float32"] if args.float32 else []))
-    cfgs = sweep.specs(sweep_args)
+    cfgs = sweep_spec.specs(sweep_args)
     work = Path(tempfile.mkdtemp(prefix="sweep-speed-"))
-    exp = toy.experiment("moons")
+    exp = toy_priors.experiment("moons")
     warnings.simplefilter("ignore")
 
     def one_at_a_time(part):
@@ -53,8 +53,8 @@ def main(argv=None) -> int:
     rows = []
     for name, fn, part, warm in (
             ("one at a time (bnn-zoo moons)", one_at_a_time, cfgs[2:2 + args.fits], cfgs[:1]),
-            (f"vectorised, {args.fits} fits a task", sweep.fit_task, cfgs[2:2 + args.fits], cfgs[:args.fits]),
-            (f"vectorised, {args.batch} fits a task", sweep.fit_task, cfgs[2:2 + args.batch], cfgs[:args.batch])):
+            (f"vectorised, {args.fits} fits a task", sweep_fits.fit_task, cfgs[2:2 + args.fits], cfgs[:args.fits]),
+            (f"vectorised, {args.batch} fits a task", sweep_fits.fit_task, cfgs[2:2 + args.batch], cfgs[:args.batch])):
         fn(warm)  # compiles (and fills JAX's caches) for this path
         t0 = time.perf_counter()
         fn(part)

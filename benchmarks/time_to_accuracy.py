@@ -32,10 +32,10 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from bnn_zoo import precision
+from bnn_zoo import ELBO, MeanField, precision
 from bnn_zoo.data import mnist
 from bnn_zoo.inference import core, optim
-from bnn_zoo.inference.advi import prepare
+from bnn_zoo.inference.prepare import prepare
 from bnn_zoo.inference.estimators import ESTIMATORS
 from bnn_zoo.inference.families import MEAN_FIELD
 from bnn_zoo.inference.io import atomic_write, write_json
@@ -109,8 +109,9 @@ def main(argv=None) -> int:
     runs = {}
     for est in estimators:
         def setup():
-            return prepare(model, steps=steps, optimizer=optim.make("adam", LR, steps), batch_size=BATCH,
-                           init_std=INIT_STD, beta=1.0, kl_weighting="blundell", estimator=est, seed=SEED)
+            return prepare(model, method=MeanField(init_std=INIT_STD), steps=steps,
+                           optimizer=optim.make("adam", LR, steps), batch_size=BATCH, average=0,
+                           objective=ELBO(beta=1.0, kl_weighting="blundell", estimator=est), random_seed=SEED)
         warm = setup()  # compiles the steps, which the run's own set-up then shares
         jax.block_until_ready(warm.runner.advance(warm.state, 0, 2)[0].params)
         run = setup()

@@ -1,11 +1,14 @@
-"""The 1-D synthetic regression tasks: seed 000's sine wave and Blundell et al. 2015's curve.
+"""The 1-D synthetic regression tasks: Garg's sine wave and Blundell et al. 2015's curve.
+
+Garg, "Bayesian Neural Networks and Variational Inference", fits the sine wave; Blundell et
+al. 2015, "Weight Uncertainty in Neural Networks", draw the curve.
 
 Each task is a noise-free curve ``f``, a noise model and a data range; the
 network sees ``n_train`` noisy points inside the range and predicts on a grid
 that reaches beyond it, where its uncertainty should grow.
 
 ``sine``
-    ``y = sin(x) + e``, ``e ~ N(0, 0.1^2)``, ``x ~ U(-3, 3)`` (seed 000 gives
+    ``y = sin(x) + e``, ``e ~ N(0, 0.1^2)``, ``x ~ U(-3, 3)`` (Garg gives
     2 x 10 tanh units but no range or noise: one period, seen through
     moderate noise, is what its figures show); grid ``[-6, 6]``.
 ``blundell``

@@ -1,4 +1,6 @@
-"""The 2-D toy classification data sets of seed 004 (moons, circles) and their Bayes-optimal classifier.
+"""The 2-D toy classification data sets (moons, circles) and their Bayes-optimal classifier.
+
+They are the data of Zharikov, Isachenko and Bochkarev, "Bayesian Neural Networks".
 
 Both come from scikit-learn's generators: half the points on each of two
 curves, evenly spaced along them, plus isotropic Gaussian noise of sd
@@ -15,7 +17,8 @@ import numpy as np
 from scipy.special import expit, i0e, logsumexp
 from sklearn.datasets import make_circles, make_moons
 
-__all__ = ["CIRCLES_FACTOR", "DATASETS", "Split", "bayes_metrics", "bayes_proba", "load", "quadrature_points"]
+__all__ = ["CIRCLES_FACTOR", "DATASETS", "Split", "bayes_metrics", "bayes_proba", "load", "log_density",
+           "quadrature_points"]
 
 #: The toy data sets' names: what :func:`load`, :func:`bayes_proba` and
 #: :func:`bayes_metrics` accept as ``name``.
@@ -76,9 +79,9 @@ def load(name: str, *, n_train: int = 700, n_test: int = 300, noise: float = 0.2
         scikit-learn's ``make_moons`` or ``make_circles`` (``factor=0.5``,
         :data:`CIRCLES_FACTOR`).
     n_train : int, default 700
-        Size of the training split (seed 004: 700); at least 2.
+        Size of the training split (Zharikov et al.: 700); at least 2.
     n_test : int, default 300
-        Size of the test split (seed 004: 300); at least 1.
+        Size of the test split (Zharikov et al.: 300); at least 1.
     noise : float, default 0.2
         Std of the Gaussian noise added to the points; >= 0.
     seed : int, default 0
@@ -137,8 +140,28 @@ def quadrature_points(noise: float) -> int:
     return int(np.clip(np.ceil(16 * np.pi / noise), 256, 8192))
 
 
-def _log_density(name: str, X: np.ndarray, noise: float, label: int) -> np.ndarray:
-    """``log p(x | class)`` of each row of ``X`` under the generator (up to a shared constant)."""
+def log_density(name: str, X: np.ndarray, noise: float, label: int) -> np.ndarray:
+    """``log p(x | class)`` of each row of ``X`` under the generator (up to a shared constant).
+
+    Exact for circles (a Bessel function); for moons by the midpoint rule
+    along the curve (:func:`quadrature_points`).
+
+    Parameters
+    ----------
+    name : str
+        ``"moons"`` or ``"circles"``.
+    X : numpy.ndarray, shape (n, 2)
+        The points, float64.
+    noise : float
+        The generator's noise sd, positive.
+    label : int
+        The class, 0 or 1.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n,)
+        The log density of each point, up to a constant shared by both classes.
+    """
     if name == "circles":
         # The angle integral of N(x; r (cos t, sin t), s^2 I) is a Bessel function:
         # exp(-(|x|^2 + r^2) / 2s^2) I0(|x| r / s^2) / (2 pi s^2).
@@ -188,7 +211,7 @@ def bayes_proba(name: str, X: np.ndarray, noise: float) -> np.ndarray:
     if not noise > 0:
         raise ValueError(f"the Bayes classifier needs noise > 0, got {noise}")
     X = np.asarray(X, dtype="float64")
-    return expit(_log_density(name, X, noise, 1) - _log_density(name, X, noise, 0))
+    return expit(log_density(name, X, noise, 1) - log_density(name, X, noise, 0))
 
 
 def bayes_metrics(name: str, X: np.ndarray, y: np.ndarray, noise: float) -> dict[str, float]:

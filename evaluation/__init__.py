@@ -4,8 +4,11 @@
   reliability table), predictive entropy and mutual information, AUROC, predictive intervals;
 - :mod:`~bnn_zoo.evaluation.pruning`: weight pruning by signal-to-noise ratio or magnitude;
 - :mod:`~bnn_zoo.evaluation.sweeps`: the paired comparisons of a prior sweep's fits;
-- :mod:`~bnn_zoo.evaluation.alternatives`: the tables and figures of ``bnn-zoo alternatives``;
-- :mod:`~bnn_zoo.evaluation.plots`: every figure the experiments write.
+- :mod:`~bnn_zoo.evaluation.baseline_tables`: the tables and figures of ``bnn-zoo alternatives``;
+- :mod:`~bnn_zoo.evaluation.plots`: the figures of one run (toy maps and prior comparison, MNIST
+  calibration, uncertainty, ELBO and pruning), and ``save``, which writes any figure;
+- :mod:`~bnn_zoo.evaluation.comparison_plots`: the figures across many fits (a regression's KL
+  weights, the prior sweep, the other methods).
 """
 
 __all__ = []

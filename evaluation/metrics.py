@@ -148,7 +148,9 @@ def ece(proba, y, n_bins: int = 10) -> float:
 
 
 def per_input_uncertainty(proba: np.ndarray) -> dict[str, np.ndarray]:
-    """Seed 004's two uncertainty measures of each input, from draws (draws, n, classes).
+    """Two uncertainty measures of each input, from draws (draws, n, classes).
+
+    The measures of Zharikov, Isachenko and Bochkarev, "Bayesian Neural Networks".
 
     ``expected_error``: 1 - mean probability of the predicted class (the
     class with the highest mean probability). ``variance``: the variance of

@@ -2,7 +2,8 @@
 
 Under a mean-field posterior every weight ``w_i ~ N(mu_i, sigma_i^2)``. Blundell
 et al. rank weights by their signal-to-noise ratio ``|mu_i| / sigma_i`` and
-remove the lowest; the naive baseline (seed 001) ranks by ``|mu_i|`` alone.
+remove the lowest; the naive baseline (Singh, "Bayesian Neural
+Networks", a reproduction of Bayes by Backprop) ranks by ``|mu_i|`` alone.
 A removed weight is set to exactly zero.
 """
 
@@ -18,7 +19,7 @@ __all__ = ["FRACTIONS", "SCORES", "cutoff", "keep_mask", "prune_table", "pruning
 #: The shares of the weights removed in the pruning table (Blundell et al.'s, from 0 to 98%).
 FRACTIONS = (0.0, 0.25, 0.5, 0.75, 0.95, 0.98)
 #: The pruning scores by name: ``signal_to_noise``, ``|mu| / sd`` (Blundell et al.), and ``naive``, ``|mu|``
-#: (seed 001).
+#: (Singh's reproduction of Bayes by Backprop).
 SCORES: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "signal_to_noise": lambda mu, sd: np.abs(mu) / sd,
     "naive": lambda mu, sd: np.abs(mu),

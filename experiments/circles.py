@@ -1,15 +1,15 @@
-"""``python -m bnn_zoo.experiments.circles``: seed 004's hierarchical BNN on the circles data set.
+"""``python -m bnn_zoo.experiments.circles``: the toy prior study's hierarchical BNN on the circles data set.
 
-The toy experiment (:mod:`~bnn_zoo.experiments.toy`) run on circles alone,
+The toy experiment (:mod:`~bnn_zoo.experiments.toy_priors`) run on circles alone,
 with the same flags and results as ``bnn-zoo circles``, which
-:mod:`bnn_zoo.cli` dispatches to ``bnn_zoo.experiments.toy.main`` directly.
+:mod:`bnn_zoo.cli` dispatches to ``bnn_zoo.experiments.toy_priors.main`` directly.
 """
 
 import sys
 
-from bnn_zoo.experiments.toy import main
+from bnn_zoo.experiments.toy_priors import main
 
-# A script: its one import, toy's ``main``, runs both data sets unless told which, so it is not
+# A script: its one import, toy_priors' ``main``, runs both data sets unless told which, so it is not
 # offered as this module's own.
 __all__ = []
 

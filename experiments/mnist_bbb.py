@@ -1,12 +1,16 @@
-"""Bayes by Backprop on MNIST MLPs (Blundell et al. 2015; seeds 000, 001, 003).
+"""Bayes by Backprop on MNIST MLPs (Blundell et al. 2015, as Garg, Singh and Loya reproduce it).
+
+Blundell et al. 2015, "Weight Uncertainty in Neural Networks"; Garg, "Bayesian Neural Networks
+and Variational Inference"; Singh, "Bayesian Neural Networks"; Loya, "Bayesian Neural
+Networks" (slides).
 
 ``bnn-zoo mnist-bbb`` fits a 784-H-H-10 ReLU network with a mean-field
 Gaussian q by minibatch ADVI, with a Gaussian or scale-mixture prior (or any
 prior of the registry) and a constant or Blundell's per-minibatch KL
 weighting. It reports the test error of the predictive averaged over
-``--draws`` networks from q (seed 001 uses 10) and of the posterior-mean
+``--draws`` networks from q (Singh uses 10) and of the posterior-mean
 network; ``--prune`` also removes 0-98% of the weights by signal-to-noise or
-by magnitude (Blundell Table 2, seed 001 Table 1); what pruning costs:
+by magnitude (Blundell Table 2, Singh Table 1); what pruning costs:
 docs/reproductions.md (snr-pruning).
 
 The module is the experiment's pieces for :mod:`~bnn_zoo.experiments.runner`:
@@ -28,24 +32,24 @@ from bnn_zoo.evaluation import plots
 from bnn_zoo.evaluation.metrics import accuracy
 from bnn_zoo.evaluation.pruning import FRACTIONS, SCORES, cutoff, prune_table, pruning_masks
 from bnn_zoo.experiments import mnist_shared, runner
-from bnn_zoo.experiments.cli import UsageError, positive_float
-from bnn_zoo.inference.posterior import point_posterior
+from bnn_zoo.experiments.flags import UsageError, positive_float
+from bnn_zoo.inference.sampling import point_posterior
 from bnn_zoo.models import HYPERPRIORS, WEIGHT_PRIORS, mlp_classifier
 
 __all__ = ["DEFAULTS", "EXPERIMENT", "HIDDEN", "PREDICT_CHUNK", "PRIORS", "BBBConfig", "arguments", "configs",
            "evaluate", "main", "model", "network_weights", "report"]
 
 #: ``--prior``'s choices, each to its name in :data:`bnn_zoo.models.WEIGHT_PRIORS`: the registry's
-#: priors, and "gaussian", Blundell's and seed 001's name for the registry's normal prior.
+#: priors, and "gaussian", Blundell's and Singh's name for the registry's normal prior.
 PRIORS = {"gaussian": "normal", **{name: name for name in WEIGHT_PRIORS}}
-#: ``--hidden``'s choices: the hidden layer widths of Blundell et al. and seeds 000 and 001.
+#: ``--hidden``'s choices: the hidden layer widths of Blundell et al., Garg and Singh.
 HIDDEN = (400, 800, 1024, 1200)
 #: What a user gets with no flags: 100 epochs of minibatches of 128 with Blundell's KL weighting,
 #: and a KL weight of 0.1, which tempers the posterior: with the plain ELBO (``--beta 1``) the
 #: 2x400 network's test error grows the longer it is fitted. The measurements:
 #: docs/reproductions.md (mnist-defaults).
 DEFAULTS = dict(epochs=100, batch_size=128, lr=1e-3, beta=0.1, init_std=0.03, draws=10,
-                kl_weighting="blundell", checkpoint_every=2000)
+                kl_weighting="blundell", checkpoint_every=2000, average=0.0)
 #: Images per forward pass when predicting (:func:`bnn_zoo.predict`'s ``chunk``).
 PREDICT_CHUNK = 2000  # test images per forward pass
 
@@ -86,7 +90,7 @@ def arguments(p) -> None:
     """
     p.add_argument("--hidden", type=int, choices=HIDDEN, default=400, help="units in each hidden layer")
     p.add_argument("--layers", type=int, choices=(1, 2), default=2,
-                   help="hidden layers (seed 000's 1x1024 row: --layers 1 --hidden 1024)")
+                   help="hidden layers (Garg's 1x1024 row: --layers 1 --hidden 1024)")
     p.add_argument("--prior", choices=sorted(PRIORS), default="gaussian",
                    help="prior on every weight and bias ('gaussian' is the registry's 'normal')")
     p.add_argument("--hyperprior", choices=sorted(HYPERPRIORS), default="fixed",
@@ -115,7 +119,7 @@ def configs(args) -> list[BBBConfig]:
 
     Raises
     ------
-    bnn_zoo.experiments.cli.UsageError
+    bnn_zoo.experiments.flags.UsageError
         If ``--prior-scale`` is given with a hyperprior other than ``fixed``.
     """
     if args.hyperprior != "fixed" and args.prior_scale != 1.0:
@@ -227,11 +231,12 @@ def evaluate(cfg: BBBConfig, data: mnist_shared.Data, fits, idata) -> runner.Eva
         snr = SCORES["signal_to_noise"](mu_w, sd_w)
         cut = [f for f in FRACTIONS if f > 0]
         fig_dir, name = cfg.figures / cfg.dataset, f"{cfg.prior}-{cfg.hyperprior}"
-        plots.snr_distribution(fig_dir / f"snr_{name}.png", snr, cut,
-                               title=f"BBB {cfg.layers}x{cfg.hidden} ({name}): signal-to-noise of "
-                                     f"{snr.size:,} weights")
-        plots.pruned_weights(fig_dir / f"pruned_weights_{name}.png", mu_w, masks,
-                             title=f"BBB {cfg.layers}x{cfg.hidden} ({name}): weights kept after pruning")
+        plots.save(plots.snr_distribution(snr, cut, title=f"BBB {cfg.layers}x{cfg.hidden} ({name}): "
+                                                          f"signal-to-noise of {snr.size:,} weights"),
+                   fig_dir / f"snr_{name}.png")
+        plots.save(plots.pruned_weights(mu_w, masks, title=f"BBB {cfg.layers}x{cfg.hidden} ({name}): "
+                                                           "weights kept after pruning"),
+                   fig_dir / f"pruned_weights_{name}.png")
         metrics["snr_cutoffs_db"] = {f"{f:g}": 10 * np.log10(cutoff(snr, f)) for f in cut}
     return runner.Evaluation(metrics=metrics, files=files)
 

@@ -23,7 +23,7 @@ from bnn_zoo.data import mnist
 from bnn_zoo.evaluation import plots
 from bnn_zoo.evaluation.metrics import all_metrics, reliability_table
 from bnn_zoo.experiments import runner
-from bnn_zoo.experiments.cli import positive_int
+from bnn_zoo.experiments.flags import positive_int
 
 __all__ = ["Data", "MNISTConfig", "classification", "data_arguments", "data_settings", "load",
            "test_predictions"]
@@ -217,8 +217,8 @@ def classification(cfg: MNISTConfig, idata, proba: np.ndarray, y: np.ndarray, fi
     table.index.name = "bin"
     fig_dir = cfg.figures / cfg.dataset
     name = f"{cfg.prior}-{cfg.hyperprior}"
-    plots.reliability(fig_dir / f"reliability_{name}.png", table,
-                      title=f"{title} ({name}): test error {metrics['test_error']:.2%}, "
-                            f"ECE {metrics['ece']:.2%}")
-    plots.elbo_trace(fig_dir / f"elbo_{name}.png", fits[0].elbo, steps_per_epoch)
+    plots.save(plots.reliability(table, title=f"{title} ({name}): test error {metrics['test_error']:.2%}, "
+                                              f"ECE {metrics['ece']:.2%}"),
+               fig_dir / f"reliability_{name}.png")
+    plots.save(plots.elbo_trace(fits[0].elbo, steps_per_epoch), fig_dir / f"elbo_{name}.png")
     return metrics, {"reliability.csv": lambda path: table.to_csv(path, float_format="%.6g")}

@@ -1,6 +1,7 @@
-"""1-D BNN regression and its uncertainty away from the data (seeds 000 and 003).
+"""1-D BNN regression and its uncertainty away from the data (Garg; Loya's slides).
 
-``bnn-zoo regression`` fits seed 000's sine wave (2 x 10 tanh, the sweep of
+``bnn-zoo regression`` fits the sine wave of Garg, "Bayesian Neural Networks and
+Variational Inference" (2 x 10 tanh, the sweep of
 KL weights beta = 1 ... 0.0001) and Blundell et al.'s (2015) curve (2 x 10
 ReLU) by full-batch mean-field ADVI of :func:`~bnn_zoo.models.mlp_regressor`:
 one fit, or the equal-weight mixture of ``--restarts`` fits from other
@@ -34,10 +35,10 @@ import numpy as np
 
 from bnn_zoo import predict
 from bnn_zoo.data import regression
-from bnn_zoo.evaluation import plots
+from bnn_zoo.evaluation import comparison_plots, plots
 from bnn_zoo.evaluation.metrics import predictive_interval
 from bnn_zoo.experiments import runner
-from bnn_zoo.experiments.cli import int_list, nonneg_float, positive_float
+from bnn_zoo.experiments.flags import int_list, nonneg_float, positive_float
 from bnn_zoo.inference.io import write_text
 from bnn_zoo.models.mlp import ACTIVATIONS, mlp_regressor
 
@@ -45,10 +46,10 @@ __all__ = ["ARCHITECTURE", "BETAS", "DEFAULTS", "EXPERIMENT", "PREDICTIVE_REPLIC
            "arguments", "betas", "configs", "data", "evaluate", "figure_path", "main", "model", "report",
            "spread", "summarize"]
 
-#: Seed 000's sweep of KL weights: the runs without ``--beta``, one per weight.
-BETAS = (1.0, 0.1, 0.01, 0.001, 0.0001)  # seed 000's sweep
+#: Garg's sweep of KL weights: the runs without ``--beta``, one per weight.
+BETAS = (1.0, 0.1, 0.01, 0.001, 0.0001)  # Garg's sweep
 #: Each task's network and restarts, where ``--hidden``, ``--activation`` and ``--restarts`` do not
-#: say: seed 000 fixes 2 x 10 tanh for the sine wave, Blundell's curve uses ReLU. One mean-field
+#: say: Garg fixes 2 x 10 tanh for the sine wave, Blundell's curve uses ReLU. One mean-field
 #: tanh fit keeps about its in-range sd outside the data, where NUTS on the same model widens (the
 #: study regression_nuts in docs/benchmarks.md, benchmarks/studies/regression_nuts.py); restarts
 #: extrapolate each their own way, so the sine wave's mixture of 5 spreads wider outside. The
@@ -61,7 +62,7 @@ ARCHITECTURE = {"sine": dict(hidden=(10, 10), activation="tanh", restarts=5),
 #: mean-field start where 1e-3 falls below it. The measurements: docs/reproductions.md
 #: (regression-defaults).
 DEFAULTS = dict(steps=50_000, lr=0.003, lr_schedule="cosine", lr_final=0.01, init_std=0.01, draws=1000,
-                restarts=None, beta=None, fullrank_lr=1e-4)
+                restarts=None, beta=None, fullrank_lr=1e-4, average=0.0)
 #: Noise draws per posterior draw for the predictive interval
 #: (:func:`bnn_zoo.evaluation.metrics.predictive_interval`).
 PREDICTIVE_REPLICAS = 4  # noise draws per posterior draw for the predictive interval
@@ -163,7 +164,7 @@ def configs(args) -> list[RegressionConfig]:
 
 
 def betas(args) -> tuple[float, ...]:
-    """``--beta``, or seed 000's sweep without it.
+    """``--beta``, or Garg's sweep without it.
 
     Parameters
     ----------
@@ -361,14 +362,15 @@ def summarize(args, records: list) -> str:
             for r in runs]
         extra = None if np.allclose(task.f_grid, task.mean_grid) else (task.f_grid, "$y(x, e=0)$")
         path = figure_path(runs[0].cfg, betas(args))
-        plots.regression_sweep(
-            path, task.x_train, task.y_train, task.x_grid, task.mean_grid, panels, task.data_range,
+        plots.save(comparison_plots.regression_sweep(
+            task.x_train, task.y_train, task.x_grid, task.mean_grid, panels, task.data_range,
             extra_truth=extra,
             title=f"{task.name}: {len(task.x_train)} points, {'x'.join(map(str, m0['hidden']))} "
                   f"{m0['activation']} MLP, "
                   + (f"mixture of {m0['restarts']} mean-field ADVI fits" if m0["restarts"] > 1
                      else "mean-field ADVI")
-                  + f" ({m0['steps']} steps)" + (", one panel per KL weight $\\beta$" if len(runs) > 1 else ""))
+                  + f" ({m0['steps']} steps)" + (", one panel per KL weight $\\beta$" if len(runs) > 1 else "")),
+            path)
         lines.append(f"{name}: figure {path}")
     return "\n".join(lines)
 
@@ -376,7 +378,7 @@ def summarize(args, records: list) -> str:
 #: The experiment for the runner: ``bnn-zoo regression``, with :data:`DEFAULTS`.
 EXPERIMENT = runner.Experiment(
     name="regression",
-    description="Fit Bayesian MLP regressors by mean-field ADVI to seed 000's sine wave and Blundell "
+    description="Fit Bayesian MLP regressors by mean-field ADVI to Garg's sine wave and Blundell "
                 "et al.'s curve for a sweep of KL weights; write metrics and one figure per task.",
     arguments=arguments, configs=configs, data=data, model=model, evaluate=evaluate, report=report,
     summarize=summarize, defaults=DEFAULTS)

@@ -12,15 +12,16 @@ Reads the sweep's ``fits.parquet`` and writes into ``SWEEP_DIR/report/``
   against the noise;
 - ``loo_vs_test.png``: PSIS-LOO against the held-out ELPD (per point), one
   dot per fit, coloured by the share of its Pareto k above 0.7;
-- ``summary.md``: the tables behind them and the verdict on seed 004's
-  conclusions, in words, with the numbers; ``gaps.csv``,
+- ``summary.md``: the tables behind them and the verdict on the conclusions of
+  Zharikov, Isachenko and Bochkarev, "Bayesian Neural Networks", in words, with the
+  numbers; ``gaps.csv``,
   ``elpd_differences.csv``, ``hyperprior_effects.csv``, ``effect_trend.csv``
   and ``loo_agreement.csv``: the tables.
 
 :func:`main` is the command; :func:`write_report` does the work for a
 notebook or a script. The statistics come from
 :mod:`~bnn_zoo.evaluation.sweeps`, the figures from
-:mod:`~bnn_zoo.evaluation.plots`.
+:mod:`~bnn_zoo.evaluation.comparison_plots`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import sys
 from pathlib import Path
 
 
-from bnn_zoo.experiments.cli import HelpFormatter, Parser, UsageError, check_writable
+from bnn_zoo.experiments.flags import HelpFormatter, Parser, UsageError, check_writable
 
 __all__ = ["HYPER_STYLE", "build_parser", "load", "main", "verdict", "write_report"]
 
@@ -97,7 +98,7 @@ def load(folder: Path):
 
 
 def verdict(effects, trend, gaps, diffs, agreement) -> list[str]:
-    """Seed 004's conclusions against the sweep, in words.
+    """Zharikov et al.'s conclusions against the sweep, in words.
 
     The tables are :mod:`~bnn_zoo.evaluation.sweeps`' of the sweep's table
     (as :func:`write_report` makes them); the lines answer, with their
@@ -216,7 +217,7 @@ def write_report(folder: Path, out: Path) -> Path:
     """
     import pandas as pd
 
-    from bnn_zoo.evaluation import plots, sweeps
+    from bnn_zoo.evaluation import comparison_plots, plots, sweeps
     from bnn_zoo.inference.io import atomic_write, write_text
 
     table = load(folder)
@@ -232,15 +233,17 @@ def write_report(folder: Path, out: Path) -> Path:
     for name, frame in (("gaps", gaps), ("elpd_differences", diffs), ("hyperprior_effects", effects),
                         ("effect_trend", trend), ("loo_agreement", agreement)):
         atomic_write(out / f"{name}.csv", lambda tmp, f=frame: f.to_csv(tmp, index=False, float_format="%.6g"))
-    plots.sweep_lines(out / "gap_vs_noise.png", gaps, "gap", "accuracy gap to Bayes-optimal (points)",
-                      HYPER_STYLE)
-    plots.sweep_lines(out / "elpd_differences.png", diffs.rename(columns={"diff": "gap", "diff_lo": "gap_lo",
-                                                                           "diff_hi": "gap_hi"}),
-                      "gap", "held-out ELPD minus the best pair's (nats / 1,000 points)", HYPER_STYLE)
+    plots.save(comparison_plots.sweep_lines(gaps, "gap", "accuracy gap to Bayes-optimal (points)", HYPER_STYLE),
+               out / "gap_vs_noise.png")
+    plots.save(comparison_plots.sweep_lines(diffs.rename(columns={"diff": "gap", "diff_lo": "gap_lo",
+                                                                  "diff_hi": "gap_hi"}),
+                                            "gap", "held-out ELPD minus the best pair's (nats / 1,000 points)",
+                                            HYPER_STYLE),
+               out / "elpd_differences.png")
     (out / "hyperprior_effect.png").unlink(missing_ok=True)  # a report of an earlier sweep's may be there
     if not effects.empty:
-        plots.hyperprior_effect(out / "hyperprior_effect.png", effects, HYPER_STYLE)
-    plots.loo_vs_test(out / "loo_vs_test.png", table)
+        plots.save(comparison_plots.hyperprior_effect(effects, HYPER_STYLE), out / "hyperprior_effect.png")
+    plots.save(comparison_plots.loo_vs_test(table), out / "loo_vs_test.png")
     n = table.groupby(["dataset", "noise", "pair"]).size()
     text = [f"# Prior sweep: {folder}", "",
             f"{len(table)} fits: data sets {', '.join(sorted(table['dataset'].unique()))}; noise "
@@ -248,7 +251,7 @@ def write_report(folder: Path, out: Path) -> Path:
             f"pair{'s' if table['pair'].nunique() > 1 else ''}; {n.min() if n.min() == n.max() else f'{n.min()}-{n.max()}'} seeds each; {int(table['n_test'].iloc[0]):,} fresh test points per "
             f"data set; {table['converged'].mean():.1%} of the fits converged. Intervals are 95% "
             "Student-t intervals over the seeds of paired differences (every pair sees the same data "
-            "within a seed).", "", "## Verdict on seed 004", "",
+            "within a seed).", "", "## Verdict on Zharikov et al.", "",
             *verdict(effects, trend, gaps, diffs, agreement), "",
             "![accuracy gap](gap_vs_noise.png)", "",
             *(["![hyperprior effect](hyperprior_effect.png)", ""] if not effects.empty else []),

@@ -1,34 +1,42 @@
 """Fitting (ADVI) and posterior handling for any PyMC model.
 
-The public API re-exported at :mod:`bnn_zoo`'s root comes from here:
-:func:`~bnn_zoo.inference.advi.fit` and its
-:class:`~bnn_zoo.inference.advi.FitResult`, :func:`~bnn_zoo.inference.advi.precision`,
-:func:`~bnn_zoo.inference.posterior.sample`, :func:`~bnn_zoo.inference.posterior.predict`
-and :func:`~bnn_zoo.inference.posterior.loo`, the errors and warning a fit raises, and
-:data:`~bnn_zoo.inference.families.METHODS`. The modules:
+The public API re-exported at :mod:`bnn_zoo`'s root comes from here. The modules, one job each:
 
-- :mod:`~bnn_zoo.inference.advi`: ``fit`` and ``FitResult``;
-- :mod:`~bnn_zoo.inference.minibatch`: models written with ``pm.Minibatch``, fitted with the
-  engine's own minibatches;
-- :mod:`~bnn_zoo.inference.batch`: ``fit_many``, many fits of one model structure at once;
-- :mod:`~bnn_zoo.inference.posterior`: draws, predictions and PSIS-LOO;
-- :mod:`~bnn_zoo.inference.diagnostics`: the convergence test of an ELBO trace;
-- :mod:`~bnn_zoo.inference.alternatives` and :mod:`~bnn_zoo.inference.dropout`: NUTS, deep
-  ensembles, SGLD, SWAG and MC dropout, for comparison;
-- the engine beneath: :mod:`~bnn_zoo.inference.jaxmodel` (a PyMC model as JAX functions),
-  :mod:`~bnn_zoo.inference.families`, :mod:`~bnn_zoo.inference.objective`,
-  :mod:`~bnn_zoo.inference.estimators`, :mod:`~bnn_zoo.inference.core`,
-  :mod:`~bnn_zoo.inference.engine`, :mod:`~bnn_zoo.inference.iterates`,
-  :mod:`~bnn_zoo.inference.noise`, :mod:`~bnn_zoo.inference.optim`,
-  :mod:`~bnn_zoo.inference.checkpoint`, :mod:`~bnn_zoo.inference.psis`,
-  :mod:`~bnn_zoo.inference.io`, :mod:`~bnn_zoo.inference.jax_fixes`, and
-  :mod:`~bnn_zoo.inference.reference` (PyMC's own ADVI step, to check the engine against).
+- the API: :mod:`~bnn_zoo.inference.advi` (``fit``), :mod:`~bnn_zoo.inference.batch`
+  (``fit_many``: many fits at once, restarts), :mod:`~bnn_zoo.inference.result` (``FitResult``
+  and what a fit raises or warns), :mod:`~bnn_zoo.inference.sampling` (``sample``),
+  :mod:`~bnn_zoo.inference.prediction` (``predict``), :mod:`~bnn_zoo.inference.psis` (``loo``
+  and Pareto-smoothed importance sampling), :mod:`~bnn_zoo.inference.defaults` (the one set of
+  defaults);
+- the settings that are values: :mod:`~bnn_zoo.inference.objective` (``ELBO``),
+  :mod:`~bnn_zoo.inference.families` (``MeanField``, ``FullRank``),
+  :mod:`~bnn_zoo.inference.checkpoint` (``Checkpoint``), :mod:`~bnn_zoo.inference.optim`
+  (optimizers with a description);
+- what a fit builds and runs: :mod:`~bnn_zoo.inference.prepare` (before the first step),
+  :mod:`~bnn_zoo.inference.minibatch` (``pm.Minibatch`` models and the cut containers),
+  :mod:`~bnn_zoo.inference.jaxmodel` (a PyMC model as JAX functions),
+  :mod:`~bnn_zoo.inference.graphs` (PyTensor graphs to JAX), :mod:`~bnn_zoo.inference.core`
+  (``init``/``step``/``sample``), :mod:`~bnn_zoo.inference.engine` (compiled loops),
+  :mod:`~bnn_zoo.inference.estimators`, :mod:`~bnn_zoo.inference.iterates`,
+  :mod:`~bnn_zoo.inference.noise`, :mod:`~bnn_zoo.inference.diagnostics` (the convergence
+  test), :mod:`~bnn_zoo.inference.io`, :mod:`~bnn_zoo.inference.jax_fixes`;
+- after a fit: :mod:`~bnn_zoo.inference.draws` (draws of q and the model at them),
+  :mod:`~bnn_zoo.inference.restarts` (q's ELBO, the best of several fits);
+- for comparison: :mod:`~bnn_zoo.inference.baselines` (NUTS, deep ensembles, SGLD, SWAG),
+  :mod:`~bnn_zoo.inference.dropout` (MC dropout) and :mod:`~bnn_zoo.inference.reference`
+  (PyMC's own ADVI step, to check the engine against).
 """
 
-from bnn_zoo.inference.advi import ConvergenceWarning, FitResult, NonFiniteLossError, fit, precision
-from bnn_zoo.inference.checkpoint import CheckpointError
-from bnn_zoo.inference.families import METHODS
-from bnn_zoo.inference.posterior import loo, predict, sample
+from bnn_zoo.inference.advi import fit
+from bnn_zoo.inference.batch import fit_many
+from bnn_zoo.inference.checkpoint import Checkpoint, CheckpointError
+from bnn_zoo.inference.families import METHODS, FullRank, MeanField
+from bnn_zoo.inference.objective import ELBO
+from bnn_zoo.inference.prediction import predict
+from bnn_zoo.inference.prepare import precision
+from bnn_zoo.inference.psis import loo
+from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLossError
+from bnn_zoo.inference.sampling import sample
 
-__all__ = ["METHODS", "CheckpointError", "ConvergenceWarning", "FitResult", "NonFiniteLossError", "fit", "loo",
-           "precision", "predict", "sample"]
+__all__ = ["ELBO", "METHODS", "Checkpoint", "CheckpointError", "ConvergenceWarning", "FitResult", "FullRank",
+           "MeanField", "NonFiniteLossError", "fit", "fit_many", "loo", "precision", "predict", "sample"]

@@ -8,9 +8,11 @@ for all of them in one vmapped program over their stacked states, data and
 random keys, so the per-fit costs of tracing, compiling and calling (which
 dominate a small network's fit) are paid once.
 
-:func:`fit_many` takes models and returns one :class:`FitResult` each;
-:func:`run_stacked` is its core, for callers (the sweep) that hold one
-model and many data sets and want the stacked parameters.
+:func:`fit_many` takes models and returns one :class:`FitResult` each,
+and runs restarts: several fits of each model from other initial means, of
+which the best runs on. :func:`run_stacked` is its core, for callers (the
+sweep) that hold one model and many data sets and want the stacked
+parameters.
 """
 
 from __future__ import annotations
@@ -25,11 +27,14 @@ import numpy as np
 import optax
 import pymc as pm
 
-from bnn_zoo.inference import core, families, optim
-from bnn_zoo.inference.advi import (FitResult, _kl_weighting, _minibatch, check_estimator, checked_settings,
-                                    compiled_steps, given_initvals, initial_mean, model_dtype)
+from bnn_zoo.inference import core, defaults, families, optim
+from bnn_zoo.inference.advi import refuse_renamed
 from bnn_zoo.inference.engine import CHUNK, steps_per_epoch
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
+from bnn_zoo.inference.minibatch import minibatch_plan
+from bnn_zoo.inference.objective import ELBO, kl_schedule
+from bnn_zoo.inference.prepare import check_settings, compiled_steps, given_initvals, initial_mean, model_dtype
+from bnn_zoo.inference.result import FitResult
 
 __all__ = ["PICK_WINDOW", "Stacked", "fit_many", "pick_rows", "pick_step", "posterior_mean", "run_stacked"]
 
@@ -118,24 +123,25 @@ def pick_rows(trace: np.ndarray, restarts: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def run_stacked(model: pm.Model, density: ModelFunction, means: np.ndarray, data: Sequence[np.ndarray],
-                seeds: Sequence[int], *, method: str = "advi", steps: int = 10_000,
-                optimizer: optax.GradientTransformation | None = None, init_std: float = 0.01,
-                beta: float = 1.0, mc_samples: int = 1, average: float = 0.0, batch_size: int | None = None,
-                kl_weighting: str = "constant", path_derivative: bool = False, restarts: int = 1,
-                pick_at: int = 0, estimator: str = "weights") -> Stacked:
+                seeds: Sequence[int], *, method="advi", steps: int = defaults.STEPS,
+                optimizer: optax.GradientTransformation | None = None, objective: ELBO | None = None,
+                batch_size: int | None = None, minibatch: Sequence[str] | None = None,
+                average: float = defaults.AVERAGE, restarts: int = defaults.RESTARTS,
+                pick_at: float = defaults.PICK_AT) -> Stacked:
     """Fit ``density`` (``model``'s structure) ``len(seeds)`` times at once.
 
     The core of :func:`fit_many`, for callers (the sweep) that hold one
     model and many data sets, and want the stacked parameters rather than a
-    :class:`~bnn_zoo.inference.advi.FitResult` per fit.
+    :class:`~bnn_zoo.inference.result.FitResult` per fit.
 
-    With ``pick_at`` (a multiple of the engine's chunk of steps, before
-    ``steps``; :func:`pick_step`), consecutive groups of ``restarts``
-    rows are the restarts of one fit: at step ``pick_at`` each fit keeps the
-    restart with the highest mean ELBO estimate over the steps just before
-    (:func:`pick_rows`), and only the kept ones run on. Each kept row takes
-    exactly the steps it would have taken had all run on. The result then has
-    one row per fit, and says which restart each kept.
+    With ``restarts`` R above 1, consecutive groups of R rows are the
+    restarts of one fit: after ``pick_at`` of the steps (:func:`pick_step`)
+    each fit keeps the restart with the highest mean ELBO estimate over the
+    :data:`PICK_WINDOW` steps just before (:func:`pick_rows`), and only the
+    kept ones run on; with ``pick_at=0`` all run to the end and the pick is
+    made there. Each kept row takes exactly the steps it would have taken had
+    all run on. The result then has one row per fit, and says which restart
+    each kept.
 
     Parameters
     ----------
@@ -145,196 +151,192 @@ def run_stacked(model: pm.Model, density: ModelFunction, means: np.ndarray, data
         ``model`` compiled (:func:`~bnn_zoo.inference.jaxmodel.compile_model`).
     means : numpy.ndarray
         ``(rows, dim)``: each row's initial mean
-        (:func:`~bnn_zoo.inference.advi.initial_mean`).
+        (:func:`~bnn_zoo.inference.prepare.initial_mean`).
     data : sequence of numpy.ndarray
         One array per data container of ``model``, with the rows on a
         leading axis.
     seeds : sequence of int
         ``seeds[i]`` seeds row ``i``'s noise and minibatches.
-    method : {"advi", "fullrank_advi"}, default "advi"
-        The variational family (no warm start here).
-    steps : int, default 10000
+    method : {"advi", "fullrank_advi"} or MeanField or FullRank, default "advi"
+        The variational family (no mean-field warm start here).
+    steps : int, default bnn_zoo.inference.defaults.STEPS
         Optimisation steps.
     optimizer : optax.GradientTransformation, optional
-        Default: Adam at a constant 0.01.
-    init_std : float, default 0.01
-        Initial posterior sd.
-    beta : float, default 1.0
-        KL weight.
-    mc_samples : int, default 1
-        Monte Carlo draws per step.
-    average : float, default 0.0
-        Share of the final steps whose iterates are averaged.
+        Default: :func:`bnn_zoo.inference.defaults.optimizer`.
+    objective : ELBO, optional
+        The objective; default ``ELBO()``.
     batch_size : int, optional
-        Minibatch size (every container is cut); ``None`` for the full data.
-    kl_weighting : {"constant", "blundell"} or callable, default "constant"
-        The KL part's weighting over an epoch, as in :func:`bnn_zoo.fit`.
-    path_derivative : bool, default False
-        The "sticking the landing" entropy gradient.
+        Minibatch size; ``None`` for the full data.
+    minibatch : sequence of str, optional
+        The data containers cut into minibatches (default: all).
+    average : float, default bnn_zoo.inference.defaults.AVERAGE
+        Share of the final steps whose iterates are averaged.
     restarts : int, default 1
         Restarts per fit: consecutive groups of this many rows; must divide
         the number of rows.
-    pick_at : int, default 0
-        The step at which each fit keeps its best restart (0: none).
-    estimator : {"weights", "local_reparam", "flipout"}, default "weights"
-        The likelihood's gradient estimator.
+    pick_at : float, default bnn_zoo.inference.defaults.PICK_AT
+        The share of the steps after which each fit keeps its best restart,
+        in [0, 1); 0: at the end.
 
     Returns
     -------
     Stacked
-        One row per fit (per kept restart with ``pick_at``).
+        One row per fit (per kept restart with ``restarts``).
 
     Raises
     ------
     ValueError
         For bad arguments, as :func:`bnn_zoo.fit`, a ``restarts`` that does
-        not divide the rows, or a ``pick_at`` that is not a multiple of the
-        chunk of steps below ``steps``.
+        not divide the rows, or a ``pick_at`` outside [0, 1).
     """
-    family = families.get(method)
-    check_estimator(estimator, method)
-    average_from, optimizer = checked_settings(steps=steps, mc_samples=mc_samples, init_std=init_std,
-                                               beta=beta, average=average, optimizer=optimizer)
-    if not (isinstance(restarts, (int, np.integer)) and restarts >= 1 and len(seeds) % restarts == 0):
+    family, init_std = families.resolve(method)
+    objective = ELBO() if objective is None else objective
+    average_from, optimizer = check_settings(family=family, steps=steps, objective=objective, average=average,
+                                             optimizer=optimizer)
+    if isinstance(restarts, bool) or not (isinstance(restarts, (int, np.integer)) and restarts >= 1
+                                          and len(seeds) % restarts == 0):
         raise ValueError(f"restarts must be a positive integer dividing the {len(seeds)} rows, got {restarts!r}")
-    if pick_at and not (pick_at % CHUNK == 0 and 0 < pick_at < steps):
-        raise ValueError(f"pick_at must be a multiple of {CHUNK} below steps ({steps}), got {pick_at!r}")
-    pick_at = pick_at if restarts > 1 else 0
+    if not (isinstance(pick_at, (int, float, np.number)) and 0 <= pick_at < 1):
+        raise ValueError(f"pick_at must be a share of the steps in [0, 1), got {pick_at!r}")
+    at = pick_step(pick_at, steps) if restarts > 1 else 0
     dtype = model_dtype(model)
     t0 = time.perf_counter()
-    sliced, n = _minibatch(model, None, batch_size)
-    kl_weight, kl_key = _kl_weighting(kl_weighting, batch_size, steps_per_epoch(n, batch_size))
+    sliced, n = minibatch_plan(model, minibatch, batch_size)
+    kl_weight, kl_key = kl_schedule(objective.kl_weighting, batch_size, steps_per_epoch(n, batch_size))
     init = [family.init(np.asarray(mu, dtype), np.float64(init_std)) for mu in means]
     state = jax.vmap(lambda params: core.init(params, optimizer, average=average > 0))(
         {k: jnp.asarray(np.stack([p[k] for p in init]), dtype) for k in init[0]})
     data = tuple(jnp.asarray(d) for d in data)
     keys = jax.vmap(jax.random.key)(jnp.asarray(seeds))
-    loop = compiled_steps(density, family, optimizer, sliced=sliced, n=n, batch_size=batch_size, beta=beta,
-                          mc_samples=mc_samples, dtype=dtype, kl_weight=kl_weight, kl_key=kl_key,
-                          path_derivative=path_derivative, average_from=average_from,
-                          estimator=estimator, model=model, shapes=tuple((d.shape[1:], str(d.dtype)) for d in data))["batched_loop"]
+    loop = compiled_steps(density, family, optimizer, objective, sliced=sliced, n=n, batch_size=batch_size,
+                          dtype=dtype, kl_weight=kl_weight, kl_key=kl_key, average_from=average_from,
+                          model=model, shapes=tuple((d.shape[1:], str(d.dtype)) for d in data))["batched_loop"]
     traces, first_chunk, picked, scores = [], None, None, None
+
+    def pick(state, keys, data):
+        nonlocal picked, scores
+        trace = np.concatenate(traces, axis=1)
+        picked, scores = pick_rows(trace, restarts)
+        keep = np.arange(len(picked)) * restarts + picked
+        traces[:] = [trace[keep]]
+        return jax.tree_util.tree_map(lambda a: a[keep], (state, keys)) + (tuple(d[keep] for d in data),)
+
     for start in range(0, steps, CHUNK):
-        if start == pick_at and picked is None and pick_at:
-            trace = np.concatenate(traces, axis=1)
-            picked, scores = pick_rows(trace, restarts)
-            keep = np.arange(len(picked)) * restarts + picked
-            state, keys = jax.tree_util.tree_map(lambda a: a[keep], (state, keys))
-            data, traces = tuple(d[keep] for d in data), [trace[keep]]
+        if at and start == at:
+            state, keys, data = pick(state, keys, data)
         k = min(CHUNK, steps - start)
         state, trace = loop(state, keys, k, data)
         traces.append(np.asarray(trace[:, :k], dtype="float64"))
         if first_chunk is None:
             first_chunk = time.perf_counter()
+    if restarts > 1 and picked is None:  # no early pick: the best at the end
+        state, keys, data = pick(state, keys, data)
+    description = optim.describe(optimizer)
     return Stacked(params={name: np.asarray(value) for name, value in state.fitted.items()},
                    elbo=np.concatenate(traces, axis=1), seconds=time.perf_counter() - t0,
                    compile_seconds=first_chunk - t0,
-                   config=dict(method=method, steps=steps, optimizer=optim.describe(optimizer),
-                               batch_size=batch_size, beta=beta, kl_weighting=kl_key, mc_samples=mc_samples,
-                               dtype=dtype, init_std=init_std, average=average, resumed_at=0,
-                               path_derivative=path_derivative, estimator=estimator,
-                               history=[[0, optim.describe(optimizer)]],
-                               batched_with=len(seeds), restarts=restarts, pick_at=pick_at),
+                   config=dict(method=family.name, steps=steps, optimizer=description,
+                               batch_size=batch_size, beta=objective.beta, kl_weighting=kl_key,
+                               mc_samples=objective.mc_samples, dtype=dtype, init_std=init_std, average=average,
+                               resumed_at=0, path_derivative=bool(objective.path_derivative),
+                               estimator=objective.estimator, history=[[0, description]],
+                               batched_with=len(seeds), restarts=restarts, pick_at=pick_at, pick_step=at),
                    picked=picked, pick_scores=scores)
 
 
-def fit_many(models: Sequence[pm.Model], seeds: Sequence[int], *, method: str = "advi",
-             steps: int = 20_000, optimizer: optax.GradientTransformation | None = None,
-             init_std: float = 0.01, beta: float = 1.0, mc_samples: int = 1, average: float = 0.5,
-             batch_size: int | None = None, kl_weighting: str = "constant", path_derivative: bool = False,
-             restarts: int = 1, pick_at: int = 0, estimator: str = "weights") -> list[FitResult]:
-    """Fit ``models[i]`` from seed ``seeds[i]``, all at once, in one compiled program.
+@refuse_renamed
+def fit_many(models: Sequence[pm.Model], *, method="advi", steps: int = defaults.STEPS,
+             optimizer: optax.GradientTransformation | None = None, objective: ELBO | None = None,
+             batch_size: int | None = None, minibatch: Sequence[str] | None = None,
+             average: float = defaults.AVERAGE, random_seed: int | Sequence[int] = 0,
+             restarts: int = defaults.RESTARTS, pick_at: float = defaults.PICK_AT) -> list[FitResult]:
+    """Fit every model of ``models`` at once, in one compiled program, with restarts.
 
     The models must share their structure: the same builder and settings on
-    data of one shape (a model may appear more than once, with other seeds,
-    for restarts run to the end). They share one compiled log density, and
-    the engine runs all the fits in one ``jax.vmap``-ed program over their
-    stacked states, data and keys, so tracing, compiling and calling are
-    paid once. Each fit takes exactly the steps :func:`bnn_zoo.fit` would
-    take alone with that seed (same initial means, noise and minibatches, to
-    rounding). A fit whose ELBO becomes NaN or infinite comes back with that
-    in its trace and ``config["diverged"]``; it does not stop the others.
+    data of one shape (a model may appear more than once, with other seeds).
+    They share one compiled log density, and the engine runs all the fits in
+    one ``jax.vmap``-ed program over their stacked states, data and keys, so
+    tracing, compiling and calling are paid once. Each fit takes exactly the
+    steps :func:`bnn_zoo.fit` would take alone with its seed (same initial
+    means, noise and minibatches, to rounding). A fit whose ELBO becomes NaN
+    or infinite comes back with that in its trace and ``config["diverged"]``;
+    it does not stop the others.
 
-    ``restarts`` R with ``pick_at`` K: model ``i`` is fitted from seeds
-    ``seeds[i] .. seeds[i] + R - 1`` (initial means and noise, as
-    :func:`bnn_zoo.fit` with those seeds) for K steps; the restart with the
-    highest mean ELBO estimate over the last :data:`PICK_WINDOW` of them
-    runs on alone: a cheaper way to escape a bad local optimum than
-    restarts run to the end (docs/reproductions.md).
+    ``restarts`` R: model ``i`` is fitted from R seeds (initial means and
+    noise, as :func:`bnn_zoo.fit` with those seeds); after ``pick_at`` of the
+    steps, the restart with the highest mean ELBO estimate over the last
+    :data:`PICK_WINDOW` steps runs on alone: a cheaper way to escape a poor
+    local optimum than restarts run to the end (docs/reproductions.md).
+
+    The parameters are :func:`bnn_zoo.fit`'s that apply to many fits at once,
+    with the same defaults, and ``restarts`` and ``pick_at``.
 
     Parameters
     ----------
     models : sequence of pymc.Model
         Models of one structure.
-    seeds : sequence of int
-        One seed per model.
-    method : {"advi", "fullrank_advi"}, default "advi"
-        The variational family (no mean-field warm start here: see
-        :func:`~bnn_zoo.inference.advi.fullrank_from`).
-    steps : int, default 20000
+    method : {"advi", "fullrank_advi"} or MeanField or FullRank, default "advi"
+        The variational family (no mean-field warm start here: fit
+        mean-field, then ``bnn_zoo.fit(model, method="fullrank_advi", init=...)``).
+    steps : int, default bnn_zoo.inference.defaults.STEPS
         Optimisation steps of each fit.
     optimizer : optax.GradientTransformation, optional
-        Default: Adam at a constant 0.01.
-    init_std : float, default 0.01
-        Initial posterior sd of every unconstrained variable.
-    beta : float, default 1.0
-        KL weight.
-    mc_samples : int, default 1
-        Monte Carlo draws per step.
-    average : float, default 0.5
-        Share of the final steps whose iterates are averaged, as in
-        :func:`bnn_zoo.fit`.
+        Default: :func:`bnn_zoo.inference.defaults.optimizer`.
+    objective : ELBO, optional
+        The objective; default ``ELBO()``.
     batch_size : int, optional
-        Minibatch size (every data container is cut); ``None`` for the full data.
-    kl_weighting : {"constant", "blundell"} or callable, default "constant"
-        The KL part's weighting over an epoch, as in :func:`bnn_zoo.fit`.
-    path_derivative : bool, default False
-        The "sticking the landing" entropy gradient.
-    restarts : int, default 1
-        Restarts per model, from consecutive seeds; more than 1 needs ``pick_at``.
-    pick_at : int, default 0
-        The step at which each model keeps its best restart: a multiple of
-        the engine's chunk of steps below ``steps`` (:func:`pick_step` makes
-        one from a share of the steps).
-    estimator : {"weights", "local_reparam", "flipout"}, default "weights"
-        The likelihood's gradient estimator.
+        Minibatch size; ``None`` for the full data.
+    minibatch : sequence of str, optional
+        The data containers cut into minibatches (default: all).
+    average : float, default bnn_zoo.inference.defaults.AVERAGE
+        Share of the final steps whose iterates are averaged.
+    random_seed : int or sequence of int, default 0
+        One seed per model, or an int ``s``: model ``i``'s restarts take
+        seeds ``s + i * restarts`` onwards.
+    restarts : int, default bnn_zoo.inference.defaults.RESTARTS
+        Fits of each model from consecutive seeds.
+    pick_at : float, default bnn_zoo.inference.defaults.PICK_AT
+        The share of the steps after which each model keeps its best
+        restart, in [0, 1) (0: all run to the end, then the best is kept).
 
     Returns
     -------
     list of FitResult
         One per model, in order. Each ``config`` has the fit's ``seed`` (of
         the kept restart), ``diverged``, ``batched_with`` and, with
-        ``pick_at``, ``picked_restart`` and ``pick_elbos`` (every restart's
+        restarts, ``picked_restart`` and ``pick_elbos`` (every restart's
         mean at the pick). ``seconds`` are the whole run's shared equally.
 
     Raises
     ------
     ValueError
         For a seed count other than the model count, models of different
-        structures, ``restarts`` without ``pick_at``, or bad settings as
-        :func:`bnn_zoo.fit`.
+        structures, or bad settings as :func:`bnn_zoo.fit`.
 
     See Also
     --------
-    bnn_zoo.fit : One fit, with every option.
+    bnn_zoo.fit : One fit, with checkpoints and ``init``.
 
     Examples
     --------
-    Six restarts of one model, the best after 2,000 of 10,000 steps running on:
-
-    >>> from bnn_zoo.inference.batch import fit_many
-    >>> [result] = fit_many([model], seeds=[0], steps=10_000, restarts=6, pick_at=2_000)
-
-    One model per data set, fitted together:
-
-    >>> models = [mlp_classifier(d.X_train, d.y_train) for d in datasets]
-    >>> results = fit_many(models, seeds=range(len(models)))
+    >>> import numpy as np, pymc as pm, bnn_zoo
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=100)
+    >>> with pm.Model() as model:
+    ...     b = pm.Normal("b", 0, 10)
+    ...     y = pm.Normal("y", b * x, 1, observed=2 * x + rng.normal(size=100))
+    >>> [result] = bnn_zoo.fit_many([model], steps=2_000, restarts=4, pick_at=0.2)
+    >>> result.config["restarts"], len(result.config["pick_elbos"])
+    (4, 4)
+    >>> print(f"{result.mean['b']:.1f}")
+    2.1
     """
+    seeds = ([int(random_seed) + i * restarts for i in range(len(models))]
+             if isinstance(random_seed, (int, np.integer)) else [int(s) for s in random_seed])
     if len(models) != len(seeds) or not models:
-        raise ValueError(f"need one seed per model, got {len(models)} models and {len(seeds)} seeds")
-    if restarts != 1 and not pick_at:
-        raise ValueError("restarts need pick_at (the step at which each fit keeps its best restart); "
-                         "for restarts run to the end, pass a model once per restart")
+        raise ValueError(f"need one random_seed per model, got {len(models)} models and {len(seeds)} seeds")
+    if isinstance(restarts, bool) or not (isinstance(restarts, (int, np.integer)) and restarts >= 1):
+        raise ValueError(f"restarts must be a positive integer, got {restarts!r}")
     points = [m.initial_point() for m in models]
     layouts = [Layout.of(m, p) for m, p in zip(models, points)]
     density = compile_model(models[0], layouts[0])
@@ -347,11 +349,10 @@ def fit_many(models: Sequence[pm.Model], seeds: Sequence[int], *, method: str = 
     data = [np.stack([np.asarray(models[i].data_vars[j].get_value()) for i, _ in rows])
             for j in range(len(models[0].data_vars))]
     out = run_stacked(models[0], density, means, data, [seed for _, seed in rows], method=method, steps=steps,
-                      optimizer=optimizer, init_std=init_std, beta=beta, mc_samples=mc_samples, average=average,
-                      batch_size=batch_size, kl_weighting=kl_weighting, path_derivative=path_derivative,
-                      restarts=restarts, pick_at=pick_at, estimator=estimator)
+                      optimizer=optimizer, objective=objective, batch_size=batch_size, minibatch=minibatch,
+                      average=average, restarts=restarts, pick_at=pick_at)
     # one row of ``out`` per model: its only fit, or the restart it kept
-    family, timed, n = families.get(method), steps - CHUNK if steps > CHUNK else 0, len(models)
+    family, timed, n = families.resolve(method)[0], steps - CHUNK if steps > CHUNK else 0, len(models)
     results = []
     for i, model in enumerate(models):
         picks = {} if out.picked is None else {"picked_restart": int(out.picked[i]),
@@ -362,14 +363,14 @@ def fit_many(models: Sequence[pm.Model], seeds: Sequence[int], *, method: str = 
             params={name: value[i] for name, value in out.params.items()}, elbo=out.elbo[i],
             config=dict(out.config, seed=seed, diverged=bool(not np.isfinite(out.elbo[i]).all()), **picks),
             seconds=out.seconds / n, compile_seconds=out.compile_seconds / n, density=density,
-            _timed=(timed, (out.seconds - out.compile_seconds) / n) if timed else (0, 0.0)))
+            timed=(timed, (out.seconds - out.compile_seconds) / n) if timed else (0, 0.0)))
     return results
 
 
 def posterior_mean(density: ModelFunction, z: np.ndarray, data: Sequence[np.ndarray], var: str) -> np.ndarray:
     """The mean over the draws ``z`` (rows) of model variable ``var``, on ``data``.
 
-    What :func:`~bnn_zoo.inference.posterior.evaluate_draws` would give for
+    What :func:`~bnn_zoo.inference.draws.evaluate_draws` would give for
     ``var``, averaged over the draws inside the compiled program, so that a
     large test set's per-draw values are never held at once.
 

@@ -13,14 +13,16 @@ between runs (a smaller learning rate after a divergence, a later decay);
 each change is recorded. The random streams need no storing: the engine
 derives each step's noise and each epoch's permutation from the seed.
 
-:func:`bnn_zoo.fit` writes and reads checkpoints (``checkpoint=``,
-``resume=``); :func:`load` reads one for inspection.
+:func:`bnn_zoo.fit` writes and reads checkpoints as its :class:`Checkpoint`
+setting says (``checkpoint=bnn_zoo.Checkpoint(path, every=500, resume=True)``);
+:func:`load` reads one for inspection, as a :class:`Saved`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,10 +34,11 @@ from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import io_toposort
 from pytensor.tensor.sharedvar import SharedVariable
 
+from bnn_zoo.inference import defaults
 from bnn_zoo.inference.io import atomic_write
 
-__all__ = ["FORMAT", "Checkpoint", "CheckpointError", "data_digest", "fingerprint", "load", "model_digest",
-           "save"]
+__all__ = ["FORMAT", "Checkpoint", "CheckpointError", "Saved", "data_digest", "fingerprint", "load",
+           "model_digest", "save"]
 
 #: The format tag a checkpoint records and :func:`load` requires: the state's leaves, with the
 #: fingerprint of the model and its data.
@@ -154,8 +157,57 @@ def fingerprint(model: pm.Model, layout, state, settings: dict) -> str:
     }, sort_keys=True)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Checkpoint:
+    """Where and how often a fit writes its state, and whether it continues from a saved one.
+
+    ``bnn_zoo.fit(model, checkpoint=bnn_zoo.Checkpoint("fit.nc"))`` writes
+    the fit's state to ``fit.nc`` every ``every`` steps and at the end,
+    atomically. With ``resume`` the fit first continues from a saved state
+    of this model, data and settings (any optimizer of the same state
+    structure: the change is recorded in ``config["history"]``); with the
+    same optimizer it continues exactly as an uninterrupted fit would.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The netCDF file the fit writes.
+    every : int, default bnn_zoo.inference.defaults.CHECKPOINT_EVERY
+        Steps between two writes, at least 1.
+    resume : bool or str or os.PathLike, default False
+        ``True``: continue from ``path``; a path: continue from that file
+        (a finished run's saved state, say) and write to ``path``.
+
+    Raises
+    ------
+    ValueError
+        For ``every`` below 1.
+
+    Examples
+    --------
+    >>> import bnn_zoo
+    >>> bnn_zoo.Checkpoint("fit.nc", every=1000, resume=True).source
+    PosixPath('fit.nc')
+    """
+
+    path: str | os.PathLike
+    every: int = defaults.CHECKPOINT_EVERY
+    resume: bool | str | os.PathLike = False
+
+    def __post_init__(self):
+        if not (isinstance(self.every, (int, np.integer)) and self.every >= 1):
+            raise ValueError(f"Checkpoint's every must be an integer >= 1, got {self.every!r}")
+
+    @property
+    def source(self) -> Path | None:
+        """The file the fit continues from, or ``None`` (no ``resume``)."""
+        if self.resume is False or self.resume is None:
+            return None
+        return Path(self.path if self.resume is True else self.resume)
+
+
+@dataclass
+class Saved:
     """What :func:`load` read: the state's leaves and everything recorded beside them.
 
     Parameters
@@ -260,7 +312,7 @@ def save(path, state, *, elbo: np.ndarray, seconds: float, fingerprint_: str, hi
     return atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4"))
 
 
-def load(path) -> Checkpoint:
+def load(path) -> Saved:
     """Read a checkpoint written by :func:`save`.
 
     Parameters
@@ -270,7 +322,7 @@ def load(path) -> Checkpoint:
 
     Returns
     -------
-    Checkpoint
+    Saved
         The state's leaves and the records.
 
     Raises
@@ -290,7 +342,7 @@ def load(path) -> Checkpoint:
     if ds.attrs.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a bnn-zoo checkpoint of this version")
     leaves = [ds[f"leaf_{i}"].values for i in range(int(ds.attrs["leaves"]))]
-    return Checkpoint(path=path, leaves=leaves, elbo=ds["elbo"].values,
+    return Saved(path=path, leaves=leaves, elbo=ds["elbo"].values,
                       seconds=float(ds.attrs["seconds"]), fingerprint=ds.attrs["fingerprint"],
                       history=json.loads(ds.attrs["history"]),
                       average_from=None if int(ds.attrs["average_from"]) < 0 else int(ds.attrs["average_from"]))

@@ -7,7 +7,7 @@ In the style of blackjax's ``vi/meanfield_vi.py``::
     z = core.sample(key, state.params, family, 100)
 
 ``params`` are q's parameters (:mod:`bnn_zoo.inference.families`),
-``objective`` an :class:`~bnn_zoo.inference.objective.ELBO`, ``optimizer``
+``objective`` an :class:`~bnn_zoo.inference.objective.ELBOFunction`, ``optimizer``
 an optax ``GradientTransformation``. The step's Monte Carlo noise is a pure
 function of the key words and the state's step counter, so a state saved as
 its leaves (a checkpoint) continues exactly. :mod:`bnn_zoo.inference.engine`
@@ -24,7 +24,7 @@ import optax
 
 from bnn_zoo.inference import noise
 from bnn_zoo.inference.families import Family
-from bnn_zoo.inference.objective import ELBO
+from bnn_zoo.inference.objective import ELBOFunction
 
 __all__ = ["ADVIInfo", "ADVIState", "init", "sample", "step"]
 
@@ -99,7 +99,7 @@ def init(params: dict, optimizer: optax.GradientTransformation, average: bool = 
     return ADVIState(params, optimizer.init(params), jnp.asarray(0, jnp.int32), copy)
 
 
-def step(state: ADVIState, words, batch: tuple, *, objective: ELBO,
+def step(state: ADVIState, words, batch: tuple, *, objective: ELBOFunction,
          optimizer: optax.GradientTransformation, mc_samples: int = 1,
          kl_weight: Callable = lambda t: 1.0, average_from: int = 0) -> tuple[ADVIState, ADVIInfo]:
     """One optimisation step of q on ``batch``.
@@ -119,8 +119,8 @@ def step(state: ADVIState, words, batch: tuple, *, objective: ELBO,
     batch : tuple of jax.Array
         One array per data container of the model (a minibatch of the ones
         cut into minibatches).
-    objective : ELBO
-        The objective (:class:`~bnn_zoo.inference.objective.ELBO`).
+    objective : ELBOFunction
+        The objective (:class:`~bnn_zoo.inference.objective.ELBOFunction`).
     optimizer : optax.GradientTransformation
         The optimizer whose state ``state.opt_state`` holds.
     mc_samples : int, default 1

@@ -2,15 +2,15 @@
 
 Not a PyMC model: dropout is a network with random masks, fitted as one
 point. It is one of the methods ``bnn-zoo alternatives`` compares ADVI with
-(:mod:`~bnn_zoo.inference.alternatives` has the others). Gal and Ghahramani
+(:mod:`~bnn_zoo.inference.baselines` has the others). Gal and Ghahramani
 read it as variational inference with a Bernoulli-masked q; its predictive
 is the average over random masks at test time. The loss is the zoo
 model's, ``-(log lik + log prior) / N`` at the masked weights, with the
 prior ``N(0, prior_sd^2)`` on every weight and bias (weight decay); a
 regressor also fits its noise sd ``sigma`` (a point)::
 
-    net = dropout.fit(X, y, kind="classifier", hidden=(5, 5), activation="tanh")
-    pred = dropout.predict(net, X_new, draws=500)   # DataTree: predictions "p" (or "mu", "sigma")
+    net = dropout.fit_dropout(X, y, kind="classifier", hidden=(5, 5), activation="tanh")
+    pred = dropout.predict_dropout(net, X_new, draws=500)   # DataTree: predictions "p" (or "mu", "sigma")
 
 Predictions are an ArviZ DataTree named as the PyMC models name theirs
 (``p``; ``mu`` and ``sigma``), so the same metrics code reads them.
@@ -31,17 +31,17 @@ from xarray import DataTree
 
 from bnn_zoo.inference import optim
 
-__all__ = ["ACTIVATIONS", "KINDS", "DropoutNet", "fit", "predict"]
+__all__ = ["ACTIVATIONS", "KINDS", "DropoutNet", "fit_dropout", "predict_dropout"]
 
 #: The hidden layers' nonlinearities, by name (as the zoo's MLP builders name them).
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu, "sigmoid": jax.nn.sigmoid}
-#: The kinds of network :func:`fit` makes.
+#: The kinds of network :func:`fit_dropout` makes.
 KINDS = ("classifier", "regressor")
 
 
 @dataclass
 class DropoutNet:
-    """A fitted dropout network: what :func:`fit` returns and :func:`predict` takes.
+    """A fitted dropout network: what :func:`fit_dropout` returns and :func:`predict_dropout` takes.
 
     Parameters
     ----------
@@ -94,7 +94,7 @@ def _log_lik(params, h, y, kind):
     return -0.5 * ((y - h[:, 0]) / sigma) ** 2 - jnp.log(sigma) - 0.5 * jnp.log(2 * jnp.pi)
 
 
-def fit(X: np.ndarray, y: np.ndarray, *, kind: str, hidden=(5, 5), activation: str = "tanh", rate: float = 0.1,
+def fit_dropout(X: np.ndarray, y: np.ndarray, *, kind: str, hidden=(5, 5), activation: str = "tanh", rate: float = 0.1,
         prior_sd: float = 1.0, steps: int = 10_000, lr: float = 0.01, batch_size: int | None = None,
         seed: int = 0) -> DropoutNet:
     """Fit the dropout network by Adam, its rate decaying by a cosine from ``lr`` to 1% of it.
@@ -145,8 +145,8 @@ def fit(X: np.ndarray, y: np.ndarray, *, kind: str, hidden=(5, 5), activation: s
     Examples
     --------
     >>> from bnn_zoo.inference import dropout
-    >>> net = dropout.fit(X, y, kind="classifier", hidden=(5, 5), activation="tanh")
-    >>> pred = dropout.predict(net, X_new, draws=500)
+    >>> net = dropout.fit_dropout(X, y, kind="classifier", hidden=(5, 5), activation="tanh")
+    >>> pred = dropout.predict_dropout(net, X_new, draws=500)
     >>> p = pred["predictions"]["p"].mean(("chain", "draw"))
     """
     if kind not in KINDS:
@@ -200,7 +200,7 @@ def fit(X: np.ndarray, y: np.ndarray, *, kind: str, hidden=(5, 5), activation: s
                       time.perf_counter() - t0, losses)
 
 
-def predict(net: DropoutNet, X: np.ndarray, *, draws: int = 500, seed: int = 0, chunk: int = 10_000) -> DataTree:
+def predict_dropout(net: DropoutNet, X: np.ndarray, *, draws: int = 500, seed: int = 0, chunk: int = 10_000) -> DataTree:
     """The MC-dropout predictive at ``X``: ``draws`` forward passes, each with fresh masks.
 
     Each draw's mask is shared by all rows, so a draw is one network.
@@ -208,7 +208,7 @@ def predict(net: DropoutNet, X: np.ndarray, *, draws: int = 500, seed: int = 0, 
     Parameters
     ----------
     net : DropoutNet
-        A fitted network (:func:`fit`).
+        A fitted network (:func:`fit_dropout`).
     X : numpy.ndarray
         ``(n, d)`` inputs.
     draws : int, default 500

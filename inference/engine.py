@@ -30,7 +30,7 @@ import optax
 
 from bnn_zoo.inference import core, noise
 from bnn_zoo.inference.core import ADVIState
-from bnn_zoo.inference.objective import ELBO
+from bnn_zoo.inference.objective import ELBOFunction
 
 __all__ = ["CHUNK", "LOOP_BELOW_FLOPS", "Runner", "batch_indices", "compile_loops", "compile_steps",
            "steps_per_epoch"]
@@ -103,15 +103,15 @@ def batch_indices(seed: int, n: int, batch_size: int, steps: int) -> np.ndarray:
     return np.stack(rows)
 
 
-def compile_steps(objective: ELBO, optimizer: optax.GradientTransformation, *, sliced: tuple,
+def compile_steps(objective: ELBOFunction, optimizer: optax.GradientTransformation, *, sliced: tuple,
                   n: int, batch_size: int | None, mc_samples: int, kl_weight: Callable,
                   dtype: str, average_from: int = 0) -> dict:
     """:func:`compile_loops` of the core's ADVI step (the trace holds the steps' ELBO estimates).
 
     Parameters
     ----------
-    objective : ELBO
-        The objective (:class:`~bnn_zoo.inference.objective.ELBO`).
+    objective : ELBOFunction
+        The objective (:class:`~bnn_zoo.inference.objective.ELBOFunction`).
     optimizer : optax.GradientTransformation
         The optimizer.
     sliced : tuple of bool

@@ -45,7 +45,8 @@ from pytensor.tensor.elemwise import DimShuffle
 from pytensor.tensor.math import Dot
 
 from bnn_zoo.inference import noise
-from bnn_zoo.inference.jaxmodel import Layout, _memoized, _with_data_inputs, jaxify, log_terms
+from bnn_zoo.inference.graphs import jaxify, log_terms, memoized, with_data_inputs
+from bnn_zoo.inference.jaxmodel import Layout
 
 __all__ = ["ESTIMATORS", "Likelihood", "compile_likelihood"]
 
@@ -100,7 +101,7 @@ class Likelihood:
     """``fn(values, locs, scales, words, step, *data) -> log_lik``: the rewritten log likelihood.
 
     What :func:`compile_likelihood` returns and
-    :class:`~bnn_zoo.inference.objective.ELBO` takes.
+    :class:`~bnn_zoo.inference.objective.ELBOFunction` takes.
 
     Parameters
     ----------
@@ -213,7 +214,7 @@ def compile_likelihood(model: pm.Model, layout: Layout, estimator: str) -> Likel
             new = mean + pt.dot(h * s, path[0] - f_loc) * r
         done[node.outputs[0]] = new.astype(node.outputs[0].dtype)
     outputs = graph_replace(log_lik, done, strict=False)
-    batch, outputs = _with_data_inputs(model, outputs)
+    batch, outputs = with_data_inputs(model, outputs)
     extra = [*locs, *(scales if estimator == "local_reparam" else [])]
     inputs = [*model.value_vars, *extra, words, step, *batch]
     names = tuple(w.name for w in sites)
@@ -228,7 +229,7 @@ def compile_likelihood(model: pm.Model, layout: Layout, estimator: str) -> Likel
 
         return Likelihood(fn=log_likelihood, estimator=estimator, sites=names)
 
-    return _memoized(inputs, outputs,
+    return memoized(inputs, outputs,
                      lambda known: (isinstance(known, Likelihood) and known.estimator == estimator
                                     and known.sites == names),
                      build)

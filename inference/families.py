@@ -16,7 +16,7 @@ factor as NumPy arrays (for draws, ``log q`` and conversions).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -24,8 +24,10 @@ import numpy as np
 import pymc.variational as pmvi
 import scipy.linalg
 
-__all__ = ["FAMILIES", "FULL_RANK", "MEAN_FIELD", "METHODS", "Family", "covariance", "entropy", "get",
-           "inverse_softplus", "log_q", "sample", "softplus"]
+from bnn_zoo.inference import defaults
+
+__all__ = ["FAMILIES", "FULL_RANK", "MEAN_FIELD", "METHODS", "Family", "FullRank", "MeanField", "covariance",
+           "entropy", "get", "inverse_softplus", "log_q", "resolve", "sample", "softplus"]
 
 @jax.custom_jvp
 def softplus(x):
@@ -225,6 +227,97 @@ def get(method: str) -> Family:
     if method not in FAMILIES:
         raise ValueError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
     return FAMILIES[method]
+
+
+@dataclass(frozen=True)
+class MeanField:
+    """Mean-field Gaussian q, as ``bnn_zoo.fit``'s ``method`` (the same as ``"advi"``).
+
+    q is a Gaussian with a diagonal covariance over the model's unconstrained
+    values: ``z = mu + softplus(rho) * eps``.
+
+    Parameters
+    ----------
+    init_std : float, default bnn_zoo.inference.defaults.INIT_STD
+        q's initial sd of every unconstrained value. PyMC's default (about
+        0.7) makes wide networks produce NaN (docs/user_guide/engine.md).
+
+    Examples
+    --------
+    >>> import bnn_zoo
+    >>> bnn_zoo.MeanField(init_std=0.1)
+    MeanField(init_std=0.1)
+    """
+
+    init_std: float = defaults.INIT_STD
+    #: The method's name, as ``FitResult.method`` reports it.
+    name: ClassVar[str] = "advi"
+
+    def __post_init__(self):
+        _check_init_std(self)
+
+
+@dataclass(frozen=True)
+class FullRank:
+    """Full-rank Gaussian q, as ``bnn_zoo.fit``'s ``method`` (the same as ``"fullrank_advi"``).
+
+    q is a Gaussian with a dense covariance ``L L^T`` over the model's
+    unconstrained values: ``z = mu + L eps``, ``d (d + 3) / 2`` parameters.
+    Without ``init``, ``fit`` starts it from a mean-field fit of the first
+    :data:`~bnn_zoo.inference.defaults.WARM_START` of the steps.
+
+    Parameters
+    ----------
+    init_std : float, default bnn_zoo.inference.defaults.INIT_STD
+        q's initial sd of every unconstrained value (of the mean-field phase).
+
+    Examples
+    --------
+    >>> import bnn_zoo
+    >>> bnn_zoo.FullRank()
+    FullRank(init_std=0.01)
+    """
+
+    init_std: float = defaults.INIT_STD
+    #: The method's name, as ``FitResult.method`` reports it.
+    name: ClassVar[str] = "fullrank_advi"
+
+    def __post_init__(self):
+        _check_init_std(self)
+
+
+def _check_init_std(spec) -> None:
+    value = spec.init_std
+    if not (isinstance(value, (int, float, np.number)) and value > 0 and np.isfinite(value)):
+        raise ValueError(f"{type(spec).__name__}'s init_std must be positive and finite, got {value!r}")
+
+
+def resolve(method) -> tuple[Family, float]:
+    """The family and initial sd that ``bnn_zoo.fit``'s ``method`` names.
+
+    Parameters
+    ----------
+    method : {"advi", "fullrank_advi"} or MeanField or FullRank
+        A method's name (at the default ``init_std``) or a family value.
+
+    Returns
+    -------
+    family : Family
+        :data:`MEAN_FIELD` or :data:`FULL_RANK`.
+    init_std : float
+        q's initial sd.
+
+    Raises
+    ------
+    ValueError
+        For anything else, naming what ``method`` takes.
+    """
+    if isinstance(method, (MeanField, FullRank)):
+        return FAMILIES[method.name], float(method.init_std)
+    if isinstance(method, str) and method in FAMILIES:
+        return FAMILIES[method], float(defaults.INIT_STD)
+    raise ValueError(f"unknown method {method!r}; valid: {', '.join(METHODS)}, bnn_zoo.MeanField(...) "
+                     "or bnn_zoo.FullRank(...)")
 
 
 def entropy(log_det, dim: int):

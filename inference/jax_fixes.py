@@ -18,16 +18,30 @@ its zero cotangent times an infinite derivative makes the gradient NaN
 where the answer is 0 or 1. Here it is ``jax.nn.softplus``, whose gradient
 is the sigmoid everywhere (the engine differentiates the jaxified graph with
 JAX, not with pytensor's ``grad``).
+
+pytensor's linkers write the Python source of each function they generate to
+a file, which PyTensor keeps (tracebacks and Numba read it back); without
+``config.generated_src_dir`` each one is a new file in ``$TMPDIR`` that
+nothing removes, and they pile up by the hundred. Unless the user has set
+that directory, it is set here to ``generated-src`` in bnn-zoo's user cache
+(:func:`bnn_zoo.data.user_cache`), where each source is one content-addressed
+file, reused by every later run, and PyTensor prunes the ones unused for weeks.
 """
 
 from __future__ import annotations
 
 import jax
+import pytensor
 from pytensor.link.jax.dispatch import jax_funcify
 from pytensor.scalar import Softplus
 from pytensor.tensor.elemwise import CAReduce
 
 __all__ = []
+
+if not pytensor.config.generated_src_dir:  # a user's own setting stays
+    from bnn_zoo.data import user_cache
+
+    pytensor.config.generated_src_dir = str(user_cache() / "generated-src")
 
 _careduce_acc_dtype = jax_funcify.dispatch(CAReduce)
 

@@ -11,8 +11,6 @@ and new inputs, and models of the same structure on other data share it.
 
 from __future__ import annotations
 
-import warnings
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable
@@ -23,20 +21,14 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 from pymc.variational.minibatch_rv import MinibatchRandomVariable
-from pytensor.compile.mode import JAX
-from pytensor.graph import FunctionGraph
-from pytensor.compile.sharedvalue import SharedVariable
-from pytensor.graph.basic import equal_computations
-from pytensor.graph.replace import clone_replace, graph_replace
-from pytensor.graph.traversal import graph_inputs
-from pytensor.link.jax.dispatch import jax_funcify
-from pytensor.tensor.math import variadic_add
+from pytensor.graph.replace import graph_replace
 from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.random.type import RandomGeneratorType
 
 from bnn_zoo.inference import jax_fixes  # noqa: F401  (float32 stays float32)
+from bnn_zoo.inference.graphs import jaxify, log_terms, memoized, with_data_inputs
 
-__all__ = ["Layout", "ModelFunction", "Predictive", "compile_model", "compile_predictive", "jaxify"]
+__all__ = ["Layout", "ModelFunction", "Predictive", "compile_model", "compile_predictive"]
 
 
 @dataclass(frozen=True)
@@ -270,92 +262,6 @@ class ModelFunction:
         return f
 
 
-def jaxify(inputs: list, outputs: list) -> Callable:
-    """A JAX function of ``inputs`` computing ``outputs`` (a pytensor graph), rewritten for JAX.
-
-    Like ``pymc.sampling.jax.get_jaxified_graph``, plus PyMC's
-    ``local_remove_check_parameter`` rewrite (what ``pm.Model(check_bounds=False)``
-    does): the parameter checks of every log density go. They cannot fail
-    here, since q lives in the unconstrained space where every value is in
-    its variable's support.
-
-    Parameters
-    ----------
-    inputs : list of pytensor.tensor.TensorVariable
-        The graph's inputs, in the function's argument order.
-    outputs : list of pytensor.tensor.TensorVariable
-        The graph's outputs.
-
-    Returns
-    -------
-    callable
-        ``f(*inputs) -> list`` of JAX arrays, one per output.
-    """
-    fgraph = FunctionGraph(inputs=inputs, outputs=outputs, clone=True)
-    JAX.including("local_remove_check_parameter").optimizer.rewrite(fgraph)
-    missing = [node.op for node in fgraph.toposort() if not _has_jax(node.op)]
-    if missing:
-        op = missing[0]
-        raise NotImplementedError(
-            f"the model uses the Op {op} ({type(op).__module__}.{type(op).__name__}), which has no JAX "
-            "implementation: register one with pytensor.link.jax.dispatch.jax_funcify, or write that "
-            "part of the model with pytensor's own operations")
-    with warnings.catch_warnings():  # shape assertions, which JAX's tracing checks itself
-        warnings.filterwarnings("ignore", message="Skipping Assert")
-        return jax_funcify(fgraph)
-
-
-def _has_jax(op) -> bool:
-    """Whether pytensor's JAX dispatcher has an implementation of ``op``'s type (or of a parent)."""
-    return jax_funcify.dispatch(type(op)) is not jax_funcify.dispatch(object)
-
-
-def _with_data_inputs(model: pm.Model, outputs: list) -> tuple[list, list]:
-    """``(placeholders, outputs)``: the data containers in ``outputs`` replaced by placeholders of
-    any length, then every other shared variable (the lengths of the model's dims) by a constant."""
-    containers = list(model.data_vars)
-    batch = [pt.tensor(name=f"{c.name}_batch", dtype=c.dtype, shape=(None, *c.type.shape[1:]))
-             for c in containers]
-    outputs = graph_replace(outputs, dict(zip(containers, batch)), strict=False)
-    # As pymc.sampling.jax's helper does; importing that module would rewrite the
-    # user's XLA_FLAGS (it forces 100 host devices).
-    shared = [v for v in graph_inputs(outputs) if isinstance(v, SharedVariable)]
-    return batch, clone_replace(outputs, {v: pt.constant(v.get_value(borrow=True)) for v in shared})
-
-
-MEMO_SIZE = 8  # compiled models kept for reuse
-_compiled: OrderedDict = OrderedDict()  # id -> (inputs, outputs, compiled), newest last
-
-
-def _memoized(inputs: list, outputs: list, same: Callable, build: Callable):
-    """The compiled function of a graph computing what a recent one computed, else ``build()``.
-
-    Two graphs compute the same thing when pytensor's ``equal_computations``
-    says so (the same operations and constants; only the data may differ)
-    and ``same(known)`` holds. The :data:`MEMO_SIZE` most recent are kept.
-    """
-    for key, (ins, outs, known) in reversed(_compiled.items()):
-        if (same(known) and len(ins) == len(inputs) and len(outs) == len(outputs)
-                and equal_computations(outputs, outs, inputs, ins)):
-            _compiled.move_to_end(key)
-            return known
-    built = build()
-    _compiled[id(built)] = (inputs, outputs, built)
-    while len(_compiled) > MEMO_SIZE:
-        _compiled.popitem(last=False)
-    return built
-
-
-def log_terms(model: pm.Model) -> tuple:
-    """``(log_prior, log_lik, pointwise)`` graphs of the model's random variables, from one
-    ``model.logp`` call: the free variables' terms (with Jacobians), the rest (observed variables
-    and potentials), and each observed variable's elementwise term."""
-    terms = model.logp(jacobian=True, sum=False)
-    n_free, n_obs = len(model.free_RVs), len(model.observed_RVs)
-    return (variadic_add(*(t.sum() for t in terms[:n_free])), variadic_add(*(t.sum() for t in terms[n_free:])),
-            terms[n_free:n_free + n_obs])
-
-
 def compile_model(model: pm.Model, layout: Layout) -> ModelFunction:
     """``model`` as a :class:`ModelFunction` of its unconstrained values and its data.
 
@@ -380,7 +286,7 @@ def compile_model(model: pm.Model, layout: Layout) -> ModelFunction:
     log_prior, log_lik, pointwise = log_terms(model)
     named = [*model.free_RVs, *model.deterministics]
     outputs = model.replace_rvs_by_values([log_prior, log_lik, *pointwise, *named])
-    batch, outputs = _with_data_inputs(model, outputs)
+    batch, outputs = with_data_inputs(model, outputs)
     inputs = [*model.value_vars, *batch]
     names = tuple(v.name for v in named)
     observed = tuple(v.name for v in model.observed_RVs)
@@ -391,7 +297,7 @@ def compile_model(model: pm.Model, layout: Layout) -> ModelFunction:
         return ModelFunction(fn=lambda values, *data: fn(*values[:n], *data), layout=layout,
                              names=names, observed=observed)
 
-    return _memoized(inputs, outputs,
+    return memoized(inputs, outputs,
                      lambda known: (isinstance(known, ModelFunction) and known.layout == layout
                                     and known.names == names and known.observed == observed),
                      build)
@@ -479,7 +385,7 @@ def compile_predictive(model: pm.Model, var_names: tuple[str, ...]) -> Predictiv
     placeholders = [pt.tensor(name=f"{rv.name}_value", dtype=rv.dtype, shape=rv.type.shape)
                     for rv in model.free_RVs]
     outputs = graph_replace(outputs, dict(zip(model.free_RVs, placeholders)), strict=False)
-    batch, outputs = _with_data_inputs(model, outputs)
+    batch, outputs = with_data_inputs(model, outputs)
     inputs = [*placeholders, *batch, *rngs]
 
     def build():
@@ -488,6 +394,6 @@ def compile_predictive(model: pm.Model, var_names: tuple[str, ...]) -> Predictiv
                                                         *({"jax_state": k} for k in keys)),
                           names=tuple(var_names), n_random=len(rngs))
 
-    return _memoized(inputs, outputs,
+    return memoized(inputs, outputs,
                      lambda known: isinstance(known, Predictive) and known.names == tuple(var_names),
                      build)

@@ -24,7 +24,7 @@ from pytensor.graph.basic import Constant
 from pytensor.graph.replace import clone_replace
 from pytensor.graph.traversal import ancestors
 
-__all__ = ["minibatch_nodes", "unwrap"]
+__all__ = ["minibatch_nodes", "minibatch_plan", "unwrap"]
 
 
 def minibatch_nodes(model: pm.Model) -> list:
@@ -106,11 +106,13 @@ def unwrap(model: pm.Model, batch_size: int | None,
         fgraph, _ = fgraph_from_model(model, inlined_views=True)
     finally:
         model.rvs_to_initial_values = initvals
-    replacements, names, taken = {}, [], set(model.named_vars)
+    replacements, names, taken, identity = {}, [], set(model.named_vars), {}
     for node in (n for n in fgraph.toposort() if isinstance(n.op, MinibatchOp)):
         for data, batch in zip(node.inputs[:-1], node.outputs[:-1]):
             if data.owner is not None and isinstance(data.owner.op, ModelNamed):
                 full = data  # a pm.Data container given to pm.Minibatch
+                # kept as itself where the graph names it too: one container, not a copy of it
+                identity[data] = data
             elif isinstance(data, Constant):
                 name = next(f"minibatch_{k}" for k in range(len(taken) + 1) if f"minibatch_{k}" not in taken)
                 taken.add(name)
@@ -125,7 +127,7 @@ def unwrap(model: pm.Model, batch_size: int | None,
     if len(set(lengths.values())) > 1:
         raise ValueError(f"the arrays given to pm.Minibatch differ in length: {lengths}")
     # Rebuilt without the minibatches' static shapes, which would pin the data to the batch size.
-    outputs = clone_replace(list(fgraph.outputs), replacements, rebuild_strict=False)
+    outputs = clone_replace(list(fgraph.outputs), {**replacements, **identity}, rebuild_strict=False)
     rewritten = FunctionGraph(outputs=outputs, clone=False)
     rewritten._coords, rewritten._dim_lengths = fgraph._coords, fgraph._dim_lengths
     new = model_from_fgraph(rewritten, mutate_fgraph=True)
@@ -137,3 +139,48 @@ def unwrap(model: pm.Model, batch_size: int | None,
         if value is not None:
             new.set_initval(new[rv.name], value)
     return new, size, list(dict.fromkeys(names))
+
+
+def minibatch_plan(model: pm.Model, minibatch, batch_size) -> tuple[tuple[bool, ...], int]:
+    """Which data containers are cut into minibatches, and their length.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model.
+    minibatch : sequence of str or None
+        ``fit``'s ``minibatch``: the containers to cut (``None``: all).
+    batch_size : int or None
+        ``fit``'s ``batch_size`` (``None``: no minibatches).
+
+    Returns
+    -------
+    sliced : tuple of bool
+        One flag per data container of the model: cut or not.
+    n : int
+        The cut containers' rows (0 without minibatches).
+
+    Raises
+    ------
+    ValueError
+        For names that are not containers of the model, containers of
+        different lengths, or a batch size out of range.
+    """
+    containers = list(model.data_vars)
+    names = [c.name for c in containers]
+    if batch_size is None:
+        if minibatch:
+            raise ValueError("minibatch names containers to cut, but batch_size is None")
+        return tuple(False for _ in containers), 0
+    chosen = list(names if minibatch is None else minibatch)
+    missing = [name for name in chosen if name not in names]
+    if missing or not chosen or len(set(chosen)) < len(chosen):
+        raise ValueError(f"minibatch must name distinct data containers of the model "
+                         f"({', '.join(names) or 'none'}), got {list(chosen)}")
+    lengths = {c.name: c.get_value().shape[0] for c in containers if c.name in chosen}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"minibatch containers differ in length: {lengths}; name the ones to cut")
+    n = next(iter(lengths.values()))
+    if not (isinstance(batch_size, (int, np.integer)) and 1 <= batch_size <= n):
+        raise ValueError(f"batch_size must be an integer in 1..{n}, got {batch_size!r}")
+    return tuple(c.name in chosen for c in containers), n

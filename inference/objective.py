@@ -35,11 +35,87 @@ from bnn_zoo.inference.estimators import STREAM, Likelihood
 from bnn_zoo.inference.families import Family, entropy, softplus
 from bnn_zoo.inference.jaxmodel import ModelFunction
 
-__all__ = ["ELBO", "blundell", "constant"]
+__all__ = ["ELBO", "KL_WEIGHTINGS", "ELBOFunction", "blundell", "constant", "kl_schedule"]
+
+#: The names :class:`ELBO`'s ``kl_weighting`` takes (besides a function of the step).
+KL_WEIGHTINGS = ("constant", "blundell")
+
 
 @dataclass(frozen=True)
 class ELBO:
-    """The objective of one fit: ``loss, elbo = objective(params, eps, batch, kl_weight)``.
+    r"""The objective of a fit, as a value: ``bnn_zoo.fit(model, objective=bnn_zoo.ELBO(beta=0.1))``.
+
+    .. math::
+
+        \mathrm{ELBO}_\beta(q) = \mathbb{E}_q[\log p(D \mid z)]
+            + \beta\,(\mathbb{E}_q[\log p(z)] + H[q])
+
+    estimated with reparameterised draws :math:`z = \mu + L\varepsilon` (PyMC's
+    ``KLqp``; :math:`\beta = 1` is the ELBO itself).
+
+    Parameters
+    ----------
+    beta : float, default 1.0
+        The KL weight :math:`\beta`, positive and finite.
+    kl_weighting : {"constant", "blundell"} or callable, default "constant"
+        How the KL part is spread over an epoch's minibatches: a function of
+        the step ``t`` that scales it in the loss (not in the reported ELBO).
+        ``"constant"``: equally; ``"blundell"``: Blundell et al.'s (2015)
+        :math:`2^{M-i} / (2^M - 1)` (:func:`blundell`; needs ``batch_size``).
+    mc_samples : int, default 1
+        Monte Carlo draws of q per gradient step.
+    estimator : {"weights", "local_reparam", "flipout"}, default "weights"
+        How the expected log likelihood's gradient is estimated
+        (:mod:`~bnn_zoo.inference.estimators`): from the step's weight draw,
+        or with each example's own noise in the dense layers (local
+        reparameterisation, Kingma et al. 2015; Flipout, Wen et al. 2018).
+        Mean-field q only.
+    path_derivative : bool, optional
+        The "sticking the landing" gradient of the entropy (Roeder et al.
+        2017): zero variance where q is the posterior. Default: on for the
+        full-rank phase after a mean-field start, off otherwise.
+
+    Raises
+    ------
+    ValueError
+        For a value out of range, naming the setting.
+
+    Examples
+    --------
+    >>> import bnn_zoo
+    >>> bnn_zoo.ELBO(beta=0.1, mc_samples=4)
+    ELBO(beta=0.1, kl_weighting='constant', mc_samples=4, estimator='weights', path_derivative=None)
+    >>> bnn_zoo.ELBO(beta=-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: ELBO's beta must be positive and finite, got -1
+    """
+
+    beta: float = 1.0
+    kl_weighting: str | Callable = "constant"
+    mc_samples: int = 1
+    estimator: str = "weights"
+    path_derivative: bool | None = None
+
+    def __post_init__(self):
+        from bnn_zoo.inference.estimators import ESTIMATORS
+
+        if not (isinstance(self.beta, (int, float, np.number)) and self.beta > 0 and np.isfinite(self.beta)):
+            raise ValueError(f"ELBO's beta must be positive and finite, got {self.beta!r}")
+        if not (isinstance(self.mc_samples, (int, np.integer)) and self.mc_samples >= 1):
+            raise ValueError(f"ELBO's mc_samples must be an integer >= 1, got {self.mc_samples!r}")
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"ELBO's estimator must be one of {', '.join(ESTIMATORS)}, got {self.estimator!r}")
+        if not (callable(self.kl_weighting) or self.kl_weighting in KL_WEIGHTINGS):
+            raise ValueError(f"ELBO's kl_weighting must be one of {', '.join(KL_WEIGHTINGS)} or a function "
+                             f"of the step, got {self.kl_weighting!r}")
+        if self.path_derivative not in (None, True, False):
+            raise ValueError(f"ELBO's path_derivative must be True, False or None, got {self.path_derivative!r}")
+
+
+@dataclass(frozen=True)
+class ELBOFunction:
+    """The objective of one fit, compiled: ``loss, elbo = objective(params, eps, batch, kl_weight)``.
 
     ``ELBO = E_q[log p(D | z)] + beta * (E_q[log p(z)] + H[q])``, estimated
     from the draws ``z = mu + L eps`` (see the module docstring). ``loss``
@@ -183,3 +259,39 @@ def blundell(steps_per_epoch: int) -> Callable:
         return norm * jnp.exp2(-((t % M) + 1).astype("float32"))
 
     return weight
+
+
+def kl_schedule(kl_weighting, batch_size, per_epoch) -> tuple[Callable, object]:
+    """The KL weighting of an :class:`ELBO` as a function of the step.
+
+    Parameters
+    ----------
+    kl_weighting : {"constant", "blundell"} or callable
+        ``ELBO``'s ``kl_weighting``.
+    batch_size : int or None
+        The fit's batch size (``"blundell"`` needs one).
+    per_epoch : int
+        Steps per epoch.
+
+    Returns
+    -------
+    kl_weight : callable
+        ``kl_weight(t)``, the factor on the KL part at step ``t``.
+    key : object
+        What identifies it in the compiled programs' cache and the records.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name, or ``"blundell"`` without minibatches.
+    """
+    if callable(kl_weighting):
+        return kl_weighting, kl_weighting
+    if kl_weighting not in KL_WEIGHTINGS:
+        raise ValueError(f"unknown kl_weighting {kl_weighting!r}; valid: "
+                         f"{', '.join(KL_WEIGHTINGS)} or a function of the step")
+    if kl_weighting == "constant":
+        return constant(), "constant"
+    if batch_size is None:
+        raise ValueError("kl_weighting='blundell' needs minibatches (batch_size)")
+    return blundell(per_epoch), f"blundell({per_epoch})"

@@ -1,6 +1,6 @@
 """The reference: PyMC's own ADVI step, for the tests and benchmarks that check the engine.
 
-:func:`fit` runs PyMC's compiled ``KLqp`` step (what ``pm.fit`` iterates)
+:func:`pymc_fit` runs PyMC's compiled ``KLqp`` step (what ``pm.fit`` iterates)
 from the same initial parameters as :func:`bnn_zoo.fit`, once per Python
 call, on a pytensor backend, and returns the same :class:`FitResult`. It
 maximises the same objective: on the toy BNN both reach the same ELBO, and
@@ -22,10 +22,11 @@ from pymc.pytensorf import resolve_backend_compile_kwargs
 from pymc.variational import updates
 
 from bnn_zoo.inference import families
-from bnn_zoo.inference.advi import FitResult, NonFiniteLossError, initial_mean, model_dtype
+from bnn_zoo.inference.prepare import initial_mean, model_dtype
+from bnn_zoo.inference.result import FitResult, NonFiniteLossError
 from bnn_zoo.inference.jaxmodel import Layout, compile_model
 
-__all__ = ["BACKENDS", "OPTIMIZERS", "build_step", "fit"]
+__all__ = ["BACKENDS", "OPTIMIZERS", "build_step", "pymc_fit"]
 
 #: The pytensor backends PyMC's step can be compiled for.
 BACKENDS = ("numba", "c", "jax")
@@ -122,7 +123,7 @@ def build_step(model: pm.Model, *, method: str = "advi", optimizer: str = "adam"
     return inference, step_fn, layout
 
 
-def fit(model: pm.Model, *, method: str = "advi", steps: int = 10_000, optimizer: str = "adam",
+def pymc_fit(model: pm.Model, *, method: str = "advi", steps: int = 10_000, optimizer: str = "adam",
         learning_rate: float = 1e-2, batch_size: int | None = None,
         minibatch: Sequence[str] = ("X", "y"), init_std: float = 0.01, beta: float = 1.0,
         mc_samples: int = 1, backend: str = "numba", seed: int = 0) -> FitResult:
@@ -192,4 +193,4 @@ def fit(model: pm.Model, *, method: str = "advi", steps: int = 10_000, optimizer
                   init_std=init_std, engine=f"pymc ({backend})")
     return FitResult(model=model, family=families.get(method), layout=layout, params=params,
                      elbo=elbo, config=config, seconds=end - t0, compile_seconds=first - t0,
-                     density=compile_model(model, layout), _timed=(steps - 1, end - first))
+                     density=compile_model(model, layout), timed=(steps - 1, end - first))

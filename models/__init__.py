@@ -5,7 +5,8 @@
   HalfCauchy, InverseGamma), and the decorators that add one;
 - :mod:`~bnn_zoo.models.layers`: one layer's weights, biases and shared scale under a pair;
 - :mod:`~bnn_zoo.models.mlp`: ``mlp_classifier`` and ``mlp_regressor``;
-- :mod:`~bnn_zoo.models.cnn`: ``cnn_classifier``, seed 004's MNIST network;
+- :mod:`~bnn_zoo.models.cnn`: ``cnn_classifier``, the MNIST network of Zharikov, Isachenko and
+  Bochkarev, "Bayesian Neural Networks";
 - :mod:`~bnn_zoo.models.ops`: the convolution and max-pooling Ops it is built from;
 - :mod:`~bnn_zoo.models.linear`: a conjugate linear regression and its exact posterior.
 """

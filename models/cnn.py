@@ -1,4 +1,5 @@
-"""Hierarchical Bayesian CNN classifier as a PyMC model (seed 004's MNIST network).
+"""Hierarchical Bayesian CNN classifier as a PyMC model (the MNIST network of
+Zharikov, Isachenko and Bochkarev, "Bayesian Neural Networks").
 
 conv 32@5x5 tanh -> max-pool 2 -> conv 32@5x5 tanh -> max-pool 2 -> dense 64
 tanh -> dense 10 softmax. As in :mod:`bnn_zoo.models.mlp`, layer ``l`` has weights
@@ -55,14 +56,14 @@ def cnn_classifier(
     y : array of int (n,)
         Labels in ``0..n_classes-1``; stored as ``pm.Data("y")``.
     channels : sequence of int
-        Filters of each convolution layer (seed 004: ``(32, 32)``); each is
+        Filters of each convolution layer (Zharikov et al.: ``(32, 32)``); each is
         followed by the activation and a ``pool x pool`` max-pool.
     kernel : int
-        Side of the square convolution kernels (seed 004: 5).
+        Side of the square convolution kernels (Zharikov et al.: 5).
     pool : int
-        Side of the max-pooling windows (seed 004: 2).
+        Side of the max-pooling windows (Zharikov et al.: 2).
     dense : sequence of int
-        Units of the hidden dense layers after the convolutions (seed 004: ``(64,)``).
+        Units of the hidden dense layers after the convolutions (Zharikov et al.: ``(64,)``).
     n_classes : int
         Number of classes.
     activation : {"tanh", "relu", "sigmoid"}

@@ -3,13 +3,15 @@
 Every layer ``l`` has weights ``W_l`` (dims ``(in, out)``) and biases ``b_l``
 with the same weight prior and one shared scale ``scale_l`` drawn from the
 hyperprior. The output is a softmax over the classes with a Categorical
-likelihood (seed 004 uses a 2-unit softmax for the binary toy problems; the
-same builder serves 10-class MNIST).
+likelihood (Zharikov, Isachenko and Bochkarev, "Bayesian Neural Networks",
+use a 2-unit softmax for the binary toy problems; the same builder serves
+10-class MNIST).
 
 Inputs live in ``pm.Data("X")`` and labels in ``pm.Data("y")`` so the model
 predicts on new points: ``p`` is the class-probability tensor.
 
-:func:`mlp_regressor` is the regression counterpart (seed 000's sine wave,
+:func:`mlp_regressor` is the regression counterpart (the sine wave of Garg,
+"Bayesian Neural Networks and Variational Inference";
 Blundell et al. 2015's curve): one linear output ``mu`` and a Normal
 likelihood with observation-noise sd ``sigma``.
 """
@@ -105,7 +107,7 @@ def mlp_classifier(
     y : array of int (n,)
         Class labels in ``0..n_classes-1``; stored as ``pm.Data("y")``.
     hidden : sequence of int
-        Units of each hidden layer (seed 004: ``(5, 5)``).
+        Units of each hidden layer (Zharikov et al.: ``(5, 5)``).
     n_classes : int, optional
         Number of classes; default ``y.max() + 1``.
     activation : {"tanh", "relu", "sigmoid"}
@@ -185,7 +187,7 @@ def mlp_regressor(
     y : array (n,)
         Real-valued targets; stored as ``pm.Data("y")``.
     hidden : sequence of int
-        Units of each hidden layer (seed 000's sine wave: ``(10, 10)``).
+        Units of each hidden layer (Garg's sine wave: ``(10, 10)``).
     activation : {"tanh", "relu", "sigmoid"}
         Hidden-layer nonlinearity.
     prior, hyperprior : str

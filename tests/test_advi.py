@@ -9,9 +9,10 @@ import pytest
 import bnn_zoo
 from bnn_zoo import NonFiniteLossError, precision
 from bnn_zoo.inference import reference
-from bnn_zoo.inference.advi import ConvergenceWarning, fullrank_from, initial_mean
+from bnn_zoo import ConvergenceWarning
+from bnn_zoo.inference.prepare import initial_mean
 from bnn_zoo.inference.jaxmodel import Layout
-from bnn_zoo.inference.posterior import draw_z
+from bnn_zoo.inference.draws import draw_z
 from bnn_zoo.models import linear_regression, mlp_classifier
 
 SIGMA, PRIOR_SD, N = 2.0, 10.0, 50
@@ -48,8 +49,13 @@ def fit(engine, model, *, learning_rate=LR, **kw):
     kw.setdefault("steps", STEPS)
     kw.setdefault("mc_samples", MC)
     if engine == "pymc":
-        return reference.fit(model, learning_rate=learning_rate, **kw)
-    return bnn_zoo.fit(model, optimizer=optax.adam(learning_rate), progressbar=False, **kw)
+        return reference.pymc_fit(model, learning_rate=learning_rate, **kw)
+    # bnn_zoo.fit's spelling: the objective as a value, the seed as random_seed
+    objective = {k: kw.pop(k) for k in ("mc_samples", "beta", "kl_weighting") if k in kw}
+    if "seed" in kw:
+        kw["random_seed"] = kw.pop("seed")
+    return bnn_zoo.fit(model, optimizer=optax.adam(learning_rate), objective=bnn_zoo.ELBO(**objective),
+                       progressbar=False, **kw)
 
 
 ENGINES = pytest.mark.parametrize("engine", ["jax", "pymc"])
@@ -159,8 +165,8 @@ def test_blundell_weights_halve_and_sum_to_one_per_epoch():
 def test_kl_weighting_may_be_any_function_of_the_step():
     # KL annealing, a user's own weighting: the KL part is off for the first steps.
     model, y = conjugate_model()
-    annealed = bnn_zoo.fit(model, steps=300, kl_weighting=lambda t: (t >= 100).astype("float64"),
-                           progressbar=False)
+    annealed = bnn_zoo.fit(model, steps=300, progressbar=False,
+                           objective=bnn_zoo.ELBO(kl_weighting=lambda t: (t >= 100).astype("float64")))
     plain = bnn_zoo.fit(model, steps=300, progressbar=False)
     assert annealed.elbo[0] == plain.elbo[0]
     assert not np.array_equal(annealed.elbo[1:100], plain.elbo[1:100])
@@ -171,7 +177,7 @@ def test_optax_optimizers_and_schedules():
     mean, sd = analytic_posterior(y)
     # A decaying learning rate ends at the optimum without averaging.
     schedule = optax.cosine_decay_schedule(0.05, 3000, alpha=0.001)
-    result = bnn_zoo.fit(model, steps=3000, optimizer=optax.adam(schedule), mc_samples=4,
+    result = bnn_zoo.fit(model, steps=3000, optimizer=optax.adam(schedule), objective=bnn_zoo.ELBO(mc_samples=4),
                          progressbar=False)
     q_mean, q_sd = q_mean_sd(result)
     assert abs(q_mean - mean) < 0.05 * sd and abs(q_sd - sd) < 0.03 * sd
@@ -214,15 +220,15 @@ def test_infinite_loss_stops_with_the_step(engine):
     (dict(batch_size=5, minibatch=("X",)), r"minibatch must name distinct data containers of the model \(y\)"),
     (dict(steps=0), "steps must be an integer in 1..100,000,000, got 0"),
     (dict(average=1.0), r"average must be in \[0, 1\)"),
-    (dict(warm_start=-0.1), r"warm_start must be in \[0, 1\)"),
-    (dict(method="fullrank_advi", checkpoint="x.nc"), "warm start cannot checkpoint or resume"),
-    (dict(mc_samples=0), "mc_samples must be an integer >= 1, got 0"),
+    (dict(method="fullrank_advi", checkpoint=bnn_zoo.Checkpoint("x.nc")), "starts from a mean-field fit and cannot "
+                                                                           "checkpoint"),
+    (dict(checkpoint="x.nc"), r"checkpoint must be a bnn_zoo.Checkpoint\(path"),
+    (dict(objective=0.5), r"objective must be a bnn_zoo.ELBO\(...\)"),
+    (dict(steps=-10), "steps must be an integer in 1..100,000,000, got -10"),
     (dict(batch_size=51), r"batch_size must be an integer in 1..50, got 51"),
     (dict(minibatch=("y",)), "minibatch names containers to cut, but batch_size is None"),
-    (dict(kl_weighting="linear"), "unknown kl_weighting 'linear'; valid: constant, blundell"),
-    (dict(kl_weighting="blundell"), "'blundell' needs minibatches"),
-    (dict(init_std=0.0), "init_std must be positive and finite"),
-    (dict(beta=float("inf")), "beta must be positive and finite"),
+    (dict(objective=bnn_zoo.ELBO(kl_weighting="blundell")), "'blundell' needs minibatches"),
+    (dict(method="fullrank_advi", objective=bnn_zoo.ELBO(estimator="flipout")), "needs mean-field q"),
 ])
 def test_bad_arguments_are_named(kwargs, message):
     model, _ = conjugate_model()
@@ -230,12 +236,65 @@ def test_bad_arguments_are_named(kwargs, message):
         bnn_zoo.fit(model, **{"steps": 1, "progressbar": False, **kwargs})
 
 
+@pytest.mark.parametrize("make, message", [
+    (lambda: bnn_zoo.ELBO(mc_samples=0), "ELBO's mc_samples must be an integer >= 1, got 0"),
+    (lambda: bnn_zoo.ELBO(kl_weighting="linear"), "ELBO's kl_weighting must be one of constant, blundell"),
+    (lambda: bnn_zoo.ELBO(beta=float("inf")), "ELBO's beta must be positive and finite"),
+    (lambda: bnn_zoo.ELBO(estimator="dropout"), "ELBO's estimator must be one of weights, local_reparam"),
+    (lambda: bnn_zoo.MeanField(init_std=0.0), "MeanField's init_std must be positive and finite"),
+    (lambda: bnn_zoo.Checkpoint("x.nc", every=0), "Checkpoint's every must be an integer >= 1"),
+])
+def test_setting_values_refuse_bad_values(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+@pytest.mark.parametrize("old, new", [
+    ("seed", "random_seed="), ("beta", r"objective=bnn_zoo.ELBO\(beta=...\)"),
+    ("warm_start", "init="), ("resume", r"checkpoint=bnn_zoo.Checkpoint\(path, resume=True\)"),
+    ("init_std", r"method=bnn_zoo.MeanField\(init_std=...\)"),
+])
+def test_old_keywords_are_refused_with_the_new_spelling(old, new):
+    model, _ = conjugate_model()
+    with pytest.raises(TypeError, match=rf"fit\(\) no longer takes {old}=: use {new}"):
+        bnn_zoo.fit(model, **{old: 1})
+    with pytest.raises(TypeError, match=rf"fit_many\(\) no longer takes {old}="):
+        bnn_zoo.fit_many([model], **{old: 1})
+
+
+def test_fit_has_at_most_twelve_parameters_and_fit_many_shares_them():
+    import inspect
+
+    fit_params = list(inspect.signature(bnn_zoo.fit).parameters)
+    many_params = list(inspect.signature(bnn_zoo.fit_many).parameters)
+    assert len(fit_params) <= 12
+    shared = set(fit_params) - {"model", "init", "checkpoint", "progressbar"}
+    assert shared <= set(many_params), shared - set(many_params)
+    for name in shared:  # one set of defaults
+        assert (inspect.signature(bnn_zoo.fit).parameters[name].default
+                == inspect.signature(bnn_zoo.fit_many).parameters[name].default), name
+
+
+def test_a_transformed_variable_asked_by_its_model_name_names_its_key():
+    with pm.Model() as model:
+        sigma = pm.HalfNormal("sigma", 1.0)
+        pm.Deterministic("twice", 2 * sigma)
+        pm.Normal("y", 0.0, sigma, observed=np.array([0.5, -1.0, 0.3]))
+    result = bnn_zoo.fit(model, steps=200, progressbar=False)
+    with pytest.raises(KeyError, match="'twice' is not a free variable"):
+        result.mean["twice"]
+    with pytest.raises(KeyError, match=r"'sigma' is transformed: .*'sigma_log__'"):
+        result.mean["sigma"]
+    with pytest.raises(KeyError, match="not a variable of the model; keys: "):
+        result.sd["nope"]
+
+
 def test_reference_refuses_bad_arguments():
     model, _ = conjugate_model()
     with pytest.raises(ValueError, match="unknown backend 'cuda'; valid: numba, c, jax"):
-        reference.fit(model, backend="cuda")
+        reference.pymc_fit(model, backend="cuda")
     with pytest.raises(ValueError, match="unknown optimizer 'lion'"):
-        reference.fit(model, optimizer="lion")
+        reference.pymc_fit(model, optimizer="lion")
 
 
 def toy_model(seed=0):
@@ -263,7 +322,7 @@ def test_initial_means_break_hidden_unit_symmetry():
 
 
 def test_initial_std_is_small():
-    result = bnn_zoo.fit(toy_model(), steps=1, optimizer=optax.adam(1e-9), init_std=0.01,
+    result = bnn_zoo.fit(toy_model(), steps=1, optimizer=optax.adam(1e-9), method=bnn_zoo.MeanField(init_std=0.01),
                          progressbar=False)
     for sd in result.sd.values():
         np.testing.assert_allclose(sd, 0.01, rtol=1e-3)
@@ -301,8 +360,8 @@ def test_result_converts_to_pymc_and_back():
 
 def test_c_backend_follows_the_numba_path():
     model = toy_model()
-    ref = reference.fit(model, steps=300, seed=2, backend="numba")
-    other = reference.fit(model, steps=300, seed=2, backend="c")
+    ref = reference.pymc_fit(model, steps=300, seed=2, backend="numba")
+    other = reference.pymc_fit(model, steps=300, seed=2, backend="c")
     # Same seed, same graph, same random streams: the same path up to round-off.
     np.testing.assert_allclose(other.elbo, ref.elbo, rtol=1e-6)
 
@@ -344,7 +403,7 @@ def test_path_derivative_gradient_is_unbiased_and_steadier_near_the_optimum():
     eps = jax.random.normal(jax.random.key(0), (4000, 1, 2))
 
     def grads(stl, p):
-        elbo = objective.ELBO(density, families.FULL_RANK, path_derivative=stl)
+        elbo = objective.ELBOFunction(density, families.FULL_RANK, path_derivative=stl)
         g = jax.vmap(lambda e: jax.grad(lambda q: elbo(q, e, data)[0])(p))(eps)
         return np.concatenate([np.asarray(g["mu"]), np.asarray(g["L_tril"])], axis=1)
 
@@ -360,7 +419,7 @@ def test_path_derivative_gradient_is_unbiased_and_steadier_near_the_optimum():
 
 def test_path_derivative_fit_recovers_the_posterior():
     model, mean, cov, _ = regression_model()
-    result = bnn_zoo.fit(model, method="fullrank_advi", steps=STEPS, path_derivative=True,
+    result = bnn_zoo.fit(model, method="fullrank_advi", steps=STEPS, objective=bnn_zoo.ELBO(path_derivative=True),
                          optimizer=optax.adam(LR), progressbar=False)
     sd = np.sqrt(np.diag(cov))
     np.testing.assert_array_less(np.abs(result.mean["w"] - mean), 0.1 * sd)
@@ -377,7 +436,7 @@ def test_the_defaults_reach_the_exact_posterior(method):
     X, y = correlated_design()
     post, model = linear_posterior(X, y), linear_regression(X, y)
     for seed in (0, 1):
-        result = bnn_zoo.fit(model, method=method, seed=seed, progressbar=False)
+        result = bnn_zoo.fit(model, method=method, random_seed=seed, progressbar=False)
         assert result.convergence.converged
         np.testing.assert_array_less(np.abs(result.mean["w"] - post.mean), 0.05 * post.sd)
         if method == "advi":
@@ -412,8 +471,10 @@ def test_a_full_rank_fit_that_ends_below_its_mean_field_start_has_not_converged(
     model = linear_regression(X, X @ np.ones(5) + rng.normal(size=200))
     warm = bnn_zoo.fit(model, steps=3000, optimizer=optax.adam(0.05), progressbar=False)
     with pytest.warns(ConvergenceWarning, match="smaller learning rate"):
-        bad = fullrank_from(model, warm, steps=2000, optimizer=optax.adam(1.0), progressbar=False)
+        bad = bnn_zoo.fit(model, method="fullrank_advi", init=warm, steps=2000, optimizer=optax.adam(1.0),
+                          progressbar=False)
     assert bad.config["init_elbo_final"] == warm.elbo_final
     assert not bad.convergence.converged and bad.convergence.elbo_shortfall > 100
-    good = fullrank_from(model, warm, steps=2000, optimizer=optax.adam(0.01), progressbar=False)
+    good = bnn_zoo.fit(model, method="fullrank_advi", init=warm, steps=2000, optimizer=optax.adam(0.01),
+                       progressbar=False)
     assert good.convergence.converged and good.elbo_final > warm.elbo_final - 1

@@ -11,7 +11,8 @@ from bnn_zoo.data import mnist as mnist_data
 from bnn_zoo.data import regression, shift, toy
 from bnn_zoo.evaluation import metrics
 from bnn_zoo.experiments import alternatives as bench
-from bnn_zoo.inference import alternatives as alt
+from bnn_zoo.experiments import alternatives_cases, runtime
+from bnn_zoo.inference import baselines as alt
 from bnn_zoo.inference import dropout, iterates
 from bnn_zoo.models.linear import correlated_design, linear_posterior, linear_regression
 
@@ -99,16 +100,16 @@ def test_every_posterior_predicts_through_bnn_zoo_predict(conjugate):
 
 def test_mc_dropout_shares_one_mask_per_draw_and_fits_moons():
     split = toy.load("moons", n_train=300, n_test=300, noise=0.2, seed=0)
-    net = dropout.fit(split.X_train, split.y_train, kind="classifier", hidden=(5, 5), steps=3000, lr=0.02)
+    net = dropout.fit_dropout(split.X_train, split.y_train, kind="classifier", hidden=(5, 5), steps=3000, lr=0.02)
     same = np.repeat(split.X_test[:1], 3, axis=0)
-    p = dropout.predict(net, same, draws=50)["predictions"]["p"].values[0]
+    p = dropout.predict_dropout(net, same, draws=50)["predictions"]["p"].values[0]
     assert p.shape == (50, 3, 2)
     np.testing.assert_array_equal(p[:, 0], p[:, 1])  # one network per draw
     assert p[:, 0, 1].std() > 0  # the masks differ between draws
-    proba = dropout.predict(net, split.X_test, draws=100)["predictions"]["p"].values[0]
+    proba = dropout.predict_dropout(net, split.X_test, draws=100)["predictions"]["p"].values[0]
     assert metrics.accuracy(proba, split.y_test) > 0.9
     with pytest.raises(ValueError, match="rate"):
-        dropout.fit(split.X_train, split.y_train, kind="classifier", rate=1.0)
+        dropout.fit_dropout(split.X_train, split.y_train, kind="classifier", rate=1.0)
 
 
 def test_ood_metrics():
@@ -156,7 +157,7 @@ def test_toy_benchmark_compares_every_method_with_nuts(tmp_path, capsys):
     argv = ["toy", "--quick", "--processes", "0", "--out", str(out), "--figures", str(fig)]
     assert bench.main(argv) == 0
     table = pd.read_csv(out / "toy-moons-s0-quick.csv", index_col="method")
-    assert list(table.index) == list(bench.METHODS)
+    assert list(table.index) == list(alternatives_cases.METHODS)
     assert table.loc["nuts", "dp_grid_mean"] == 0 and table.loc["nuts", "sd_ratio_grid"] == 1
     assert (table.drop("nuts")["dp_grid_mean"] > 0).all()
     assert table["accuracy"].between(0.5, 1).all()
@@ -180,10 +181,10 @@ def test_a_spawned_method_reports_its_own_peak_memory_not_its_parents():
 
     big = np.ones(50_000_000)  # 400 MB, touched
     del big
-    parent = bench.peak_rss_mb()
+    parent = runtime.peak_rss_mb()
     assert parent > 400
     with multiprocessing.get_context("spawn").Pool(1) as pool:
-        child = pool.apply(bench.peak_rss_mb)
+        child = pool.apply(runtime.peak_rss_mb)
     assert 0 < child < 200
 
 

@@ -13,7 +13,7 @@ def test_circles_density_is_the_angle_integral():
     for label, r in ((0, 1.0), (1, toy.CIRCLES_FACTOR)):
         curve = np.column_stack([r * np.cos(t), r * np.sin(t)])
         numeric = logsumexp(-((X[:, None] - curve[None]) ** 2).sum(2) / (2 * 0.3**2), axis=1) - np.log(len(t))
-        np.testing.assert_allclose(toy._log_density("circles", X, 0.3, label), numeric, atol=1e-8)
+        np.testing.assert_allclose(toy.log_density("circles", X, 0.3, label), numeric, atol=1e-8)
 
 
 @pytest.mark.parametrize("noise", [0.1, 0.4])

@@ -10,7 +10,7 @@ from bnn_zoo.data import toy
 from bnn_zoo.inference import optim
 from bnn_zoo.models import mlp_classifier
 
-FAST = dict(optimizer=optim.make("adam", 0.05, 400), progressbar=False, seed=3)
+FAST = dict(optimizer=optim.make("adam", 0.05, 400), progressbar=False, random_seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -22,13 +22,17 @@ def model(split, hidden=(5, 5), **kw):
     return mlp_classifier(split.X_train, split.y_train, hidden=hidden, **kw)
 
 
+def resume(path):
+    return bnn_zoo.Checkpoint(path, resume=True)
+
+
 def fit(m, **kw):
     return bnn_zoo.fit(m, **{**FAST, **kw})
 
 
 def test_checkpoint_round_trips_the_whole_state(split, tmp_path):
     ckpt = tmp_path / "fit.nc"
-    first = fit(model(split), steps=60, checkpoint=ckpt, checkpoint_every=25)
+    first = fit(model(split), steps=60, checkpoint=bnn_zoo.Checkpoint(ckpt, every=25))
     assert ckpt.is_file() and not list(tmp_path.glob(".*"))  # no temporary left behind
     with xr.open_dataset(ckpt) as ds:
         # The state's leaves: mu and rho; Adam's counter and two moments of each; the
@@ -39,7 +43,7 @@ def test_checkpoint_round_trips_the_whole_state(split, tmp_path):
         assert sorted(ds[v].size for v in leaves) == [1, 1, 1] + [d] * 8
     # A fit asked for the same 60 steps resumes at step 60, runs none, and holds
     # exactly the final state.
-    again = fit(model(split), steps=60, resume=ckpt)
+    again = fit(model(split), steps=60, checkpoint=resume(ckpt))
     assert again.config["resumed_at"] == 60
     for name, value in first.params.items():
         np.testing.assert_array_equal(again.params[name], value)
@@ -49,8 +53,8 @@ def test_checkpoint_round_trips_the_whole_state(split, tmp_path):
 def test_resumed_fit_continues_from_the_checkpoint(split, tmp_path):
     ckpt = tmp_path / "fit.nc"
     full = fit(model(split), steps=400)
-    fit(model(split), steps=200, checkpoint=ckpt)
-    resumed = fit(model(split), steps=400, resume=ckpt, checkpoint=ckpt)
+    fit(model(split), steps=200, checkpoint=bnn_zoo.Checkpoint(ckpt))
+    resumed = fit(model(split), steps=400, checkpoint=bnn_zoo.Checkpoint(ckpt, resume=True))
     assert resumed.config["resumed_at"] == 200 and len(resumed.elbo) == 400
     with xr.open_dataset(ckpt) as ds:  # the step counter (before the running means) went on from 200
         assert ds["elbo"].size == 400 and int(ds["leaf_8"]) == 400
@@ -63,54 +67,55 @@ def test_resumed_fit_continues_from_the_checkpoint(split, tmp_path):
 
 def test_checkpoint_of_another_fit_is_refused(split, tmp_path):
     ckpt = tmp_path / "fit.nc"
-    fit(model(split), steps=10, checkpoint=ckpt)
+    first_fit = fit(model(split), steps=10, checkpoint=bnn_zoo.Checkpoint(ckpt))
     with pytest.raises(CheckpointError, match=r"different fit \(W_0: \[\[2, 5\]\] in the checkpoint, "
                                               r"\[\[2, 6\]\] here"):
-        fit(model(split, hidden=(6, 5)), steps=20, resume=ckpt)
+        fit(model(split, hidden=(6, 5)), steps=20, checkpoint=resume(ckpt))
     with pytest.raises(CheckpointError, match="model differs: its architecture, priors or their parameters"):
-        fit(model(split, hyperprior_params={"alpha": 4.0}), steps=20, resume=ckpt)
-    with pytest.raises(CheckpointError, match="method: advi in the checkpoint, fullrank_advi here"):
-        fit(model(split), method="fullrank_advi", warm_start=0, steps=20, resume=ckpt)
+        fit(model(split, hyperprior_params={"alpha": 4.0}), steps=20, checkpoint=resume(ckpt))
+    with pytest.raises(CheckpointError, match="init_std: 0.01 in the checkpoint, from another fit here"):
+        fit(model(split), method="fullrank_advi", init=first_fit, steps=20, checkpoint=resume(ckpt))
     with pytest.raises(CheckpointError, match="beta: 1.0 in the checkpoint, 0.5 here"):
-        fit(model(split), beta=0.5, steps=20, resume=ckpt)
+        fit(model(split), objective=bnn_zoo.ELBO(beta=0.5), steps=20, checkpoint=resume(ckpt))
     with pytest.raises(CheckpointError, match="more than"):
-        fit(model(split), steps=5, resume=ckpt)
+        fit(model(split), steps=5, checkpoint=resume(ckpt))
     fewer = toy.load("moons", n_train=150, n_test=10, seed=0)
     with pytest.raises(CheckpointError, match=r"X: \[\[200, 2\].*in the checkpoint, \[\[150, 2\]"):
-        fit(model(fewer), steps=20, resume=ckpt)
+        fit(model(fewer), steps=20, checkpoint=resume(ckpt))
     other = toy.load("moons", n_train=200, n_test=10, seed=1)  # same shapes, other values
     with pytest.raises(CheckpointError, match="the values of data 'X' differ"):
-        fit(model(other), steps=20, resume=ckpt)
+        fit(model(other), steps=20, checkpoint=resume(ckpt))
 
 
 def test_a_resume_may_change_the_optimizer_and_says_so(split, tmp_path):
     ckpt = tmp_path / "fit.nc"
-    fit(model(split), steps=100, checkpoint=ckpt)
+    fit(model(split), steps=100, checkpoint=bnn_zoo.Checkpoint(ckpt))
     slower = optim.make("adam", 0.005, 200)
-    resumed = fit(model(split), steps=200, resume=ckpt, optimizer=slower)
+    resumed = fit(model(split), steps=200, checkpoint=resume(ckpt), optimizer=slower)
     assert resumed.config["history"] == [[0, "adam(lr=constant(0.05))"],
                                          [100, "adam(lr=constant(0.005))"]]
     with pytest.raises(CheckpointError, match="optimizer's state has another structure"):
-        fit(model(split), steps=200, resume=ckpt, optimizer=optim.make("sgd", 0.005, 200))
+        fit(model(split), steps=200, checkpoint=resume(ckpt), optimizer=optim.make("sgd", 0.005, 200))
 
 
 def test_missing_or_foreign_checkpoint_is_refused(split, tmp_path):
     with pytest.raises(CheckpointError, match="no checkpoint"):
-        fit(model(split), steps=10, resume=tmp_path / "absent.nc")
+        fit(model(split), steps=10, checkpoint=resume(tmp_path / "absent.nc"))
     junk = tmp_path / "junk.nc"
     junk.write_bytes(b"not a netCDF file")
     with pytest.raises(CheckpointError, match="cannot read"):
-        fit(model(split), steps=10, resume=junk)
+        fit(model(split), steps=10, checkpoint=resume(junk))
 
 
 def test_a_running_mean_resumes_only_with_the_same_window(split, tmp_path):
     ckpt = tmp_path / "fit.nc"
-    fit(model(split), steps=100, checkpoint=ckpt, average=0.5)  # averages from step 50
+    fit(model(split), steps=100, checkpoint=bnn_zoo.Checkpoint(ckpt), average=0.5)  # averages from step 50
     # 200 steps average from step 100, after the checkpoint's 100: the mean starts afresh there.
-    later = fit(model(split), steps=200, resume=ckpt, average=0.5)
+    later = fit(model(split), steps=200, checkpoint=bnn_zoo.Checkpoint(tmp_path / "later.nc", resume=ckpt),
+                average=0.5)  # continues from ckpt, writes elsewhere
     whole = fit(model(split), steps=200, average=0.5)
     for name, value in whole.params.items():
         np.testing.assert_allclose(later.params[name], value, rtol=1e-12)
     # 150 steps would average from step 75, inside the checkpoint's window: refused.
     with pytest.raises(CheckpointError, match="averages its iterates from step 50, these settings from step 75"):
-        fit(model(split), steps=150, resume=ckpt, average=0.5)
+        fit(model(split), steps=150, checkpoint=resume(ckpt), average=0.5)

@@ -26,10 +26,11 @@ def modules() -> list[str]:
 
 
 def public_objects():
-    """(module, name, object) for each function and class in a module's ``__all__`` that the
-    module defines (re-exports are checked where they are defined)."""
+    """(module, name, object) for each function and class in a library module's ``__all__`` that
+    the module defines (re-exports are checked where they are defined). The experiments are the
+    command line, not the library: their modules need a docstring and ``__all__`` only."""
     out = []
-    for name in modules():
+    for name in (n for n in modules() if n.split(".")[:2] != ["bnn_zoo", "experiments"]):
         module = importlib.import_module(name)
         for attr in getattr(module, "__all__", []):
             obj = getattr(module, attr)
@@ -128,6 +129,22 @@ def test_no_dated_history_in_pages_or_comments(path):
         patterns = HISTORY[1:]
     found = [m.group(0) for p in patterns for m in re.finditer(p, text, re.I)]
     assert not found, f"{path.relative_to(ROOT)} carries history: {found[:5]}"
+
+
+def test_the_defaults_table_is_the_librarys_one_set_of_defaults():
+    """The first table of the engine page's "Defaults and why" is `defaults.table()`, row for row."""
+    from bnn_zoo.inference import defaults
+
+    section = (ROOT / "docs" / "user_guide" / "engine.md").read_text().split("\n## Defaults and why\n", 1)[1]
+    table = []
+    for line in section.splitlines():
+        if line.startswith("|"):
+            table.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+        elif table:
+            break
+    header, rule, *rows = table
+    assert header == ["setting", "value", "what it is"] and set("".join(rule)) <= set("-: ")
+    assert [tuple(row) for row in rows] == defaults.table()
 
 
 def test_every_gallery_notebook_is_in_the_gallery():

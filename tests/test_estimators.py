@@ -10,7 +10,7 @@ import pytest
 
 import bnn_zoo
 from bnn_zoo.data import toy
-from bnn_zoo.experiments.toy import main as toy_main
+from bnn_zoo.experiments.toy_priors import main as toy_main
 from bnn_zoo.inference import estimators, families, noise, objective
 from bnn_zoo.inference.jaxmodel import Layout, compile_model
 from bnn_zoo.models import mlp_classifier
@@ -35,7 +35,7 @@ def gradient_draws(model, layout, params, estimator, n=4000):
     """``n`` draws of the loss's gradient in q's means, and of the ELBO estimate, on a 32-row batch."""
     density = compile_model(model, layout)
     likelihood = None if estimator == "weights" else estimators.compile_likelihood(model, layout, estimator)
-    elbo = objective.ELBO(density, families.MEAN_FIELD, scale=200 / 32, likelihood=likelihood)
+    elbo = objective.ELBOFunction(density, families.MEAN_FIELD, scale=200 / 32, likelihood=likelihood)
     batch = tuple(jnp.asarray(v.get_value())[:32] for v in model.data_vars)
     words = noise.key_words(jax.random.key(1))
 
@@ -75,7 +75,7 @@ def test_conjugate_posterior_unchanged(estimator):
     """Issue 19's targets for mean-field q with the defaults hold with either estimator."""
     X, y = correlated_design()
     post, model = linear_posterior(X, y), linear_regression(X, y)
-    result = bnn_zoo.fit(model, estimator=estimator, progressbar=False)
+    result = bnn_zoo.fit(model, objective=bnn_zoo.ELBO(estimator=estimator), progressbar=False)
     assert result.convergence.converged and result.config["estimator"] == estimator
     np.testing.assert_array_less(np.abs(result.mean["w"] - post.mean), 0.05 * post.sd)
     np.testing.assert_allclose(result.sd["w"], post.mean_field_sd, rtol=0.03)
@@ -98,25 +98,26 @@ def test_resumed_fit_continues_exactly(tmp_path):
     """The per-example noise is a function of the seed and the step: a resumed fit is the same."""
     split = toy.load("moons", n_train=200, n_test=10, seed=0)
     model = mlp_classifier(split.X_train, split.y_train, hidden=(5,))
-    settings = dict(steps=300, estimator="flipout", batch_size=50, progressbar=False, seed=2)
+    settings = dict(steps=300, objective=bnn_zoo.ELBO(estimator="flipout"), batch_size=50, progressbar=False,
+                    random_seed=2)
     whole = bnn_zoo.fit(model, **settings)
-    bnn_zoo.fit(model, **{**settings, "steps": 100}, checkpoint=tmp_path / "c.nc", checkpoint_every=100)
-    resumed = bnn_zoo.fit(model, **settings, resume=tmp_path / "c.nc")
+    bnn_zoo.fit(model, **{**settings, "steps": 100}, checkpoint=bnn_zoo.Checkpoint(tmp_path / "c.nc", every=100))
+    resumed = bnn_zoo.fit(model, **settings, checkpoint=bnn_zoo.Checkpoint(tmp_path / "c.nc", resume=True))
     np.testing.assert_array_equal(resumed.params["mu"], whole.params["mu"])
 
 
 def test_bad_estimators_are_refused(net):
     model, layout, _ = net
-    with pytest.raises(ValueError, match="unknown estimator"):
-        bnn_zoo.fit(model, estimator="reinforce", steps=1, progressbar=False)
+    with pytest.raises(ValueError, match="estimator must be one of"):
+        bnn_zoo.fit(model, objective=bnn_zoo.ELBO(estimator="reinforce"), steps=1, progressbar=False)
     with pytest.raises(ValueError, match="mean-field"):
-        bnn_zoo.fit(model, method="fullrank_advi", estimator="flipout", steps=10, warm_start=0,
+        bnn_zoo.fit(model, method="fullrank_advi", objective=bnn_zoo.ELBO(estimator="flipout"), steps=10,
                     progressbar=False)
     with pm.Model() as scalar:  # no dense product to rewrite
         mu = pm.Normal("mu")
         pm.Normal("y", mu, 1, observed=np.zeros(3))
     with pytest.raises(ValueError, match="no dense product"):
-        bnn_zoo.fit(scalar, estimator="local_reparam", steps=1, progressbar=False)
+        bnn_zoo.fit(scalar, objective=bnn_zoo.ELBO(estimator="local_reparam"), steps=1, progressbar=False)
 
 
 def test_a_weight_used_elsewhere_keeps_its_shared_draw():

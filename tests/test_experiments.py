@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bnn_zoo.experiments import runner
-from bnn_zoo.experiments.toy import main
+from bnn_zoo.experiments import runtime
+from bnn_zoo.experiments.toy_priors import main
 from tests.conftest import command_env
 
 REQUIRED = {"dataset", "prior", "hyperprior", "method", "seed", "steps", "noise", "accuracy", "nll",
@@ -183,7 +183,7 @@ def test_comparing_many_equally_good_priors_says_the_ranking_may_be_chance():
     """ArviZ's selection-bias check (more than 11 models) becomes a flag, not a stray warning."""
     import warnings
 
-    from bnn_zoo.experiments.toy import compare
+    from bnn_zoo.experiments.toy_comparison import compare_pairs
 
     rng = np.random.default_rng(0)
     base = rng.normal(-1.0, 0.3, size=(1, 200, 80))  # chains, draws, points
@@ -195,10 +195,10 @@ def test_comparing_many_equally_good_priors_says_the_ranking_may_be_chance():
     same = {f"m{i}": tree(base + rng.normal(0, 0.01, size=base.shape)) for i in range(12)}
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # the check's warning is caught, not passed on
-        table, chance = compare(same)
+        table, chance = compare_pairs(same)
     assert chance and len(table) == 12
     better = dict(same, m0=tree(base + 0.5))  # 40 nats ahead of the rest
-    table, chance = compare(better)
+    table, chance = compare_pairs(better)
     assert not chance and table.index[0] == "m0"
 
 
@@ -218,10 +218,10 @@ def test_compilation_cache_folder(monkeypatch, tmp_path):
     try:
         jax.config.update("jax_compilation_cache_dir", None)
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-        runner.use_compilation_cache()
+        runtime.use_compilation_cache()
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "bnn-zoo" / "jax")
         jax.config.update("jax_compilation_cache_dir", str(tmp_path / "mine"))  # the user's choice
-        runner.use_compilation_cache()
+        runtime.use_compilation_cache()
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "mine")
         assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
     finally:
@@ -231,15 +231,15 @@ def test_compilation_cache_folder(monkeypatch, tmp_path):
 
 def test_xla_flags_keep_the_users(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    runner.add_xla_flag("--xla_cpu_experimental_ynn_fusion_type=")
-    runner.add_xla_flag("--xla_cpu_multi_thread_eigen=false")
+    runtime.add_xla_flag("--xla_cpu_experimental_ynn_fusion_type=")
+    runtime.add_xla_flag("--xla_cpu_multi_thread_eigen=false")
     assert os.environ["XLA_FLAGS"].split() == ["--xla_cpu_experimental_ynn_fusion_type=",
                                                "--xla_cpu_multi_thread_eigen=false"]
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true --xla_dump_to=x")
-    runner.add_xla_flag("--xla_cpu_multi_thread_eigen=false")  # the user's own setting stays
+    runtime.add_xla_flag("--xla_cpu_multi_thread_eigen=false")  # the user's own setting stays
     assert os.environ["XLA_FLAGS"] == "--xla_cpu_multi_thread_eigen=true --xla_dump_to=x"
     monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/xla_cpu_multi_thread_eigen")  # only a value
-    runner.add_xla_flag("--xla_cpu_multi_thread_eigen=false")
+    runtime.add_xla_flag("--xla_cpu_multi_thread_eigen=false")
     assert os.environ["XLA_FLAGS"].split()[-1] == "--xla_cpu_multi_thread_eigen=false"
 
 
@@ -254,7 +254,7 @@ def test_main_puts_xla_flags_back(monkeypatch, tmp_path):
 
 def test_a_second_run_into_the_same_folder_at_once_is_refused(tmp_path):
     cfg_dir = (tmp_path / "out" / "moons" / "normal-inversegamma-s0")
-    with runner._lock(cfg_dir):  # as a run in progress holds it
+    with runtime.run_lock(cfg_dir):  # as a run in progress holds it
         proc = bnn_zoo("moons", "--steps", "50", "--draws", "30", "--restarts", "1", "--out", "out", "--figures", "fig",
                        cwd=tmp_path)
     assert proc.returncode == 2

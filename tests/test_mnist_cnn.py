@@ -85,8 +85,8 @@ def test_float32_minibatch_fit_on_jax_learns_and_stays_float32(tiny):
     mn = mnist_data.load(tiny)
     with bnn_zoo.precision(True):
         model = cnn_classifier(mn.X_train, mn.y_train, channels=(4, 4), dense=(16,))
-    result = bnn_zoo.fit(model, steps=150, batch_size=50, optimizer=optax.adam(5e-3), init_std=1e-3,
-                         progressbar=False)
+    result = bnn_zoo.fit(model, steps=150, batch_size=50, optimizer=optax.adam(5e-3),
+                         method=bnn_zoo.MeanField(init_std=1e-3), progressbar=False)
     assert all(p.dtype == np.float32 for p in result.params.values())
     assert result.elbo[-20:].mean() > result.elbo[:20].mean()
 

@@ -45,14 +45,14 @@ def test_bad_data_is_rejected():
                          list(itertools.product(sorted(WEIGHT_PRIORS), sorted(HYPERPRIORS))))
 def test_every_combination_fits_without_nan(moons, prior, hyperprior):
     model = mlp_classifier(moons.X_train, moons.y_train, prior=prior, hyperprior=hyperprior)
-    result = bnn_zoo.fit(model, steps=150, optimizer=optax.adam(0.05), init_std=0.01, progressbar=False)
+    result = bnn_zoo.fit(model, steps=150, optimizer=optax.adam(0.05), progressbar=False)
     assert np.isfinite(result.elbo).all()
     assert result.elbo[-20:].mean() > result.elbo[:20].mean()  # it is learning
 
 
 def test_moons_accuracy_after_a_short_fit(moons):
     model = mlp_classifier(moons.X_train, moons.y_train)
-    result = bnn_zoo.fit(model, steps=3000, optimizer=optax.adam(0.05), init_std=0.01, progressbar=False)
+    result = bnn_zoo.fit(model, steps=3000, optimizer=optax.adam(0.05), progressbar=False)
     pred = bnn_zoo.predict(result, {"X": moons.X_test}, var_names=["p"], draws=200)
     proba = pred["predictions"]["p"].values[0]
     assert accuracy(proba, moons.y_test) >= 0.9

@@ -114,7 +114,7 @@ def test_jax_softplus_has_a_finite_gradient_everywhere(dtype):
     # pytensor rewrites log1p(exp(x)) to Softplus, whose JAX version in pytensor 3.3
     # had a NaN gradient beyond about |x| = 710 (float64; 89 in float32), where it is
     # 0 or 1; inference.jax_fixes replaces it.
-    from bnn_zoo.inference.jaxmodel import jaxify
+    from bnn_zoo.inference.graphs import jaxify
 
     x = pt.vector("x", dtype=dtype)
     f = jaxify([x], [pt.log1p(pt.exp(x)).sum()])

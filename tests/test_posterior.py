@@ -15,8 +15,9 @@ import bnn_zoo
 from bnn_zoo import loo, predict, sample
 from bnn_zoo.data import toy
 from bnn_zoo.evaluation.metrics import accuracy
-from bnn_zoo.inference import engine, posterior, psis
-from bnn_zoo.inference.posterior import draw_z, evaluate_z, point_posterior
+from bnn_zoo.inference import engine, psis
+from bnn_zoo.inference.draws import draw_z, evaluate_z
+from bnn_zoo.inference.sampling import draws_posterior, point_posterior
 from bnn_zoo.models import mlp_classifier, mlp_regressor
 from bnn_zoo.models.linear import correlated_design, linear_regression
 
@@ -25,8 +26,9 @@ from bnn_zoo.models.linear import correlated_design, linear_regression
 def fitted():
     split = toy.load("moons", n_train=200, n_test=100, noise=0.2, seed=1)
     model = mlp_classifier(split.X_train, split.y_train, prior="laplace", hyperprior="halfnormal")
-    result = bnn_zoo.fit(model, steps=1500, optimizer=optax.adam(0.05), init_std=0.01, progressbar=False)
-    return split, result, sample(result, 200, seed=0)
+    result = bnn_zoo.fit(model, steps=1500, optimizer=optax.adam(0.05), method=bnn_zoo.MeanField(init_std=0.01),
+                         progressbar=False)
+    return split, result, sample(result, 200, random_seed=0)
 
 
 def test_log_q_is_the_density_of_q(fitted):
@@ -58,7 +60,7 @@ def test_pointwise_log_likelihood_is_the_observed_variables_density(fitted):
 
 def test_sample_without_log_likelihood_gives_the_same_draws(fitted):
     _, result, idata = fitted
-    lean = sample(result, 200, seed=0, log_likelihood=False)
+    lean = sample(result, 200, random_seed=0, log_likelihood=False)
     assert np.isnan(lean["sample_stats"]["log_p"]).all() and "log_likelihood" not in lean.children
     free = [rv.name for rv in result.model.free_RVs]
     xr.testing.assert_equal(lean["posterior"].to_dataset()[free], idata["posterior"].to_dataset()[free])
@@ -71,15 +73,15 @@ def test_sample_without_log_likelihood_gives_the_same_draws(fitted):
 
 def test_mixture_of_one_fit_is_its_draws(fitted):
     _, result, idata = fitted
-    one = sample([result], 200, seed=0)
+    one = sample([result], 200, random_seed=0)
     xr.testing.assert_equal(one["posterior"].to_dataset(), idata["posterior"].to_dataset())
     xr.testing.assert_equal(one["sample_stats"].to_dataset(), idata["sample_stats"].to_dataset())
 
 
 def test_mixture_draws_and_density(fitted):
     _, result, _ = fitted
-    other = bnn_zoo.fit(result.model, method="fullrank_advi", steps=300, optimizer=optax.adam(0.01),
-                        init_std=0.05, warm_start=0, seed=1, progressbar=False)
+    other = bnn_zoo.fit(result.model, method="fullrank_advi", init=result, steps=300, optimizer=optax.adam(0.01),
+                        random_seed=1, progressbar=False)
     z, log_q = draw_z([result, other], 7, seed=3)
     # 4 draws of the first q, then 3 of the second, from one stream.
     rng = np.random.default_rng(3)
@@ -91,7 +93,7 @@ def test_mixture_draws_and_density(fitted):
     q2 = st.multivariate_normal(mu2, L2 @ L2.T).logpdf(z)
     # log q: the density of the mixture the draws come from (weights 4/7 and 3/7).
     np.testing.assert_allclose(log_q, np.logaddexp(q1 + np.log(4 / 7), q2 + np.log(3 / 7)), rtol=1e-9)
-    mixed = sample([result, other], 7, seed=3)
+    mixed = sample([result, other], 7, random_seed=3)
     logp = result.model.compile_logp(jacobian=True)
     assert mixed["sample_stats"]["log_p"].values[0, 5] == pytest.approx(
         float(logp(result.layout.split(z[5]))), rel=1e-9)
@@ -165,7 +167,7 @@ def test_loo_is_arviz_loo_approximate_posterior(fitted):
 def test_predict_classifies_new_points_and_leaves_the_model_alone(fitted):
     split, result, idata = fitted
     X_before = result.model["X"].get_value().copy()
-    pred = predict(result, {"X": split.X_test}, idata=idata, var_names=["p", "y_obs"], seed=5)
+    pred = predict(result, {"X": split.X_test}, idata=idata, var_names=["p", "y_obs"], random_seed=5)
     np.testing.assert_array_equal(result.model["X"].get_value(), X_before)
     p, y = pred["predictions"]["p"], pred["predictions"]["y_obs"]
     assert p.dims == ("chain", "draw", "obs", "class") and p.shape == (1, 200, len(split.X_test), 2)
@@ -176,7 +178,7 @@ def test_predict_classifies_new_points_and_leaves_the_model_alone(fitted):
     freq, mean = y.values[0].mean(0), p.values[0, :, :, 1].mean(0)
     assert np.abs(freq - mean).max() < 5 * np.sqrt(0.25 / 200)
     assert np.abs(np.mean(freq - mean)) < 5 * np.sqrt(0.25 / 200 / len(freq))
-    again = predict(result, {"X": split.X_test}, idata=idata, var_names=["y_obs"], seed=5)
+    again = predict(result, {"X": split.X_test}, idata=idata, var_names=["y_obs"], random_seed=5)
     np.testing.assert_array_equal(again["predictions"]["y_obs"], y)  # seeded
 
 
@@ -200,7 +202,7 @@ def test_predict_a_users_regression_model():
     result = bnn_zoo.fit(model, steps=3000, optimizer=optax.adam(optax.cosine_decay_schedule(0.05, 3000, 0.01)),
                          progressbar=False)
     new = np.array([-1.0, 0.0, 3.0])
-    pred = predict(result, {"inputs": new}, draws=4000, seed=1, coords={"row": ["a", "b", "c"]})
+    pred = predict(result, {"inputs": new}, draws=4000, random_seed=1, coords={"row": ["a", "b", "c"]})
     y = pred["predictions"]["y"]
     assert y.dims == ("chain", "draw", "row") and list(y.coords["row"].values) == ["a", "b", "c"]
     w_mean, w_sd = float(result.mean["w"]), float(result.sd["w"])
@@ -208,7 +210,7 @@ def test_predict_a_users_regression_model():
     np.testing.assert_allclose(y.std(("chain", "draw")), np.sqrt(1 + (w_sd * new) ** 2), rtol=0.06)
     # A model and any posterior (here q's draws as a DataTree, as from pm.sample).
     idata = sample(result, 500, log_likelihood=False)
-    from_model = predict(model, {"inputs": new}, idata=idata, var_names=["y"], seed=1)
+    from_model = predict(model, {"inputs": new}, idata=idata, var_names=["y"], random_seed=1)
     assert from_model["predictions"]["y"].shape == (1, 500, 3)
 
 
@@ -306,16 +308,16 @@ def test_draws_evaluated_in_blocks_equal_draws_one_at_a_time(fitted, monkeypatch
     split, result, _ = fitted
     z, _ = draw_z(result, 37, seed=0)  # 37: prime
     key = ("evaluate", ("p",))
-    monkeypatch.setattr(posterior, "MAP_BYTES", map_bytes)
+    monkeypatch.setattr("bnn_zoo.inference.draws.MAP_BYTES", map_bytes)
     result.density.jitted.pop(key, None)
     blocked = evaluate_z(result, z, ["p"])["p"]
     draw_map = result.density.jitted[key]
     data = tuple(np.asarray(v.get_value()) for v in result.model.data_vars)
-    jaxpr = str(jax.make_jaxpr(draw_map._blocks)(z, data))
+    jaxpr = str(jax.make_jaxpr(draw_map.blocks)(z, data))
     one = str(jax.make_jaxpr(draw_map.fn)(z[0], data))
     # Blocks of draws in one scan, and the network once: no second copy for a remainder.
     assert jaxpr.count("scan[") == 1 and jaxpr.count("tanh") == one.count("tanh") > 0
-    monkeypatch.setattr(posterior, "MAP_BYTES", 1)  # one draw per block
+    monkeypatch.setattr("bnn_zoo.inference.draws.MAP_BYTES", 1)  # one draw per block
     result.density.jitted.pop(key)
     np.testing.assert_allclose(evaluate_z(result, z, ["p"])["p"], blocked, rtol=1e-12)
     # Expensive draws (by XLA's cost analysis) go one compiled call each: the same values.
@@ -334,7 +336,7 @@ def test_draws_of_values_alone_are_evaluated_in_one_loop():
     z, _ = draw_z(result, 3000, seed=0)
     assert engine.cheap(jax.jit(lambda a: a[:3]).lower(z[0]))
     assert not engine.cheap(jax.jit(lambda a: a @ a.T).lower(np.ones((300, 300))))
-    tree = posterior.draws_posterior(model, result.density, z)
+    tree = draws_posterior(model, result.density, z)
     names = tuple(rv.name for rv in model.free_RVs)
     looped = result.density.jitted[("evaluate", names)].looped
     assert len(looped) == 1 and None not in looped.values()

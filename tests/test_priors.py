@@ -108,7 +108,7 @@ def test_flat_prior_is_constant():
         ("halfnormal", {"sigma": 0.5}, st.halfnorm(scale=0.5)),
         ("halfcauchy", {}, st.halfcauchy(scale=1.0)),
         ("halfcauchy", {"beta": 3.0}, st.halfcauchy(scale=3.0)),
-        ("inversegamma", {}, st.invgamma(3.0, scale=2.0)),
+        ("inversegamma", {}, st.invgamma(3.0, scale=4.0)),
         ("inversegamma", {"alpha": 1.5, "beta": 0.5}, st.invgamma(1.5, scale=0.5)),
     ],
 )
@@ -128,7 +128,7 @@ def test_fixed_hyperprior_is_the_given_constant():
 def test_registry_has_the_sixteen_combinations():
     assert set(WEIGHT_PRIORS) >= {"normal", "laplace", "cauchy", "flat"}
     assert set(HYPERPRIORS) >= {"fixed", "halfnormal", "halfcauchy", "inversegamma"}
-    assert defaults("inversegamma") == {"alpha": 3.0, "beta": 2.0}
+    assert defaults("inversegamma") == {"alpha": 3.0, "beta": 4.0}
 
 
 def test_unknown_names_list_valid_ones():

@@ -51,13 +51,13 @@ def accuracy(draws) -> float:
 def test_the_full_batch_example_fits_and_predicts_the_pymc_way():
     model = construct_nn()
     result = bnn_zoo.fit(model, steps=STEPS, progressbar=False)
-    trace = bnn_zoo.sample(result, 200, seed=1)
+    trace = bnn_zoo.sample(result, 200, random_seed=1)
     with model:
         pm.set_data(new_data={"ann_input": X_test, "ann_output": np.zeros(len(X_test), floatX)})
         ppc = pm.sample_posterior_predictive(trace, random_seed=2, progressbar=False)
     assert ppc.posterior_predictive["out"].shape == (1, 200, len(X_test))
     assert accuracy(ppc.posterior_predictive["out"]) > 0.9
-    pred = bnn_zoo.predict(result, {"ann_input": X_test}, idata=trace, var_names=["out"], seed=3)
+    pred = bnn_zoo.predict(result, {"ann_input": X_test}, idata=trace, var_names=["out"], random_seed=3)
     assert accuracy(pred["predictions"]["out"]) > 0.9
 
 
@@ -76,9 +76,9 @@ def test_the_minibatch_example_is_the_engines_minibatch_fit_over_the_full_data()
     assert sorted(v.name for v in result.model.data_vars) == ["minibatch_0", "minibatch_1"]
     assert result.model.named_vars_to_dims["w_in_1"] == ("train_cols", "hidden_layer_1")
     # draws on the full training data (the log likelihood of all 500 points), predictions on new data
-    trace = bnn_zoo.sample(result, 200, seed=1)
+    trace = bnn_zoo.sample(result, 200, random_seed=1)
     assert trace["log_likelihood"]["out"].shape == (1, 200, len(X_train))
-    pred = bnn_zoo.predict(result, {"minibatch_0": X_test}, idata=trace, var_names=["out"], seed=3)
+    pred = bnn_zoo.predict(result, {"minibatch_0": X_test}, idata=trace, var_names=["out"], random_seed=3)
     assert accuracy(pred["predictions"]["out"]) > 0.9
     # the user's model is left as it was
     assert not written.data_vars

@@ -1,6 +1,9 @@
-"""The README's Python example runs as written."""
+"""The README's Python example, and the first fit of the home page and of Getting started, run as
+written."""
 
 import re
+
+import pytest
 
 from tests.conftest import ROOT
 
@@ -16,4 +19,15 @@ def test_fit_your_own_model_section_runs(capsys):
     assert {"posterior", "sample_stats", "log_likelihood", "fit", "fit_stats"} <= set(scope["idata"].children)
     y = scope["pred"]["predictions"]["y_obs"]
     assert y.shape == (1, 1000, 7)
+    assert "elpd_loo" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("page, slope", [("docs/index.md", -2.0), ("docs/getting_started.md", 1.5)])
+def test_the_first_fit_on_the_page_runs_as_written(page, slope, capsys):
+    code = re.search(r"```python\n(.*?)```", (ROOT / page).read_text(), re.S).group(1)
+    scope = {}
+    exec(compile(code, page, "exec"), scope)
+    assert abs(float(scope["idata"]["posterior"]["slope"].mean()) - slope) < 0.2  # the data's slope
+    assert {"posterior", "sample_stats", "log_likelihood"} <= set(scope["idata"].children)
+    assert "predictions" in scope["pred"].children
     assert "elpd_loo" in capsys.readouterr().out

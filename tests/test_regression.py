@@ -153,7 +153,7 @@ def fitted_regressor():
     X, y = _data(60, seed=1)
     model = mlp_regressor(X, y, hidden=(5, 4))
     result = bnn_zoo.fit(model, steps=400, optimizer=optax.adam(0.01), progressbar=False)
-    return X, result, bnn_zoo.sample(result, 30, seed=0, log_likelihood=False)
+    return X, result, bnn_zoo.sample(result, 30, random_seed=0, log_likelihood=False)
 
 
 def test_predict_mu_is_the_forward_pass_of_each_draw(fitted_regressor):

@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from bnn_zoo.experiments import report, runner, sweep, toy
+from bnn_zoo.experiments import report, runner, sweep, sweep_fits, sweep_spec
+from bnn_zoo.experiments import toy_priors as toy
 from tests.conftest import command_env
 
 SMALL = ["--steps", "300", "--n-test", "400", "--draws", "30", "--restarts", "2", "--no-progress"]
@@ -40,10 +41,10 @@ def test_a_record_is_what_the_toy_experiment_writes(tmp_path):
     path, fitted = sweep.run_sweep(args, report=lambda line: None)
     table = pd.read_parquet(path)
     assert fitted == 4 and len(table) == 4 and set(table["batched_with"]) == {4}  # 2 seeds x 2 restarts
-    cfg = next(c for c in sweep.specs(args) if c.prior == "laplace" and c.seed == 1)
+    cfg = next(c for c in sweep_spec.specs(args) if c.prior == "laplace" and c.seed == 1)
     record = runner.run(toy.experiment("moons"), dataclasses.replace(
         cfg, out=tmp_path / "run", figures=tmp_path / "fig")).metrics
-    row = table.set_index("key").loc[sweep.fit_key(cfg)]
+    row = table.set_index("key").loc[sweep_spec.fit_key(cfg)]
     for name in ("accuracy", "nll", "brier", "ece", "elpd_loo", "elpd_loo_se", "p_loo", "pareto_k_max",
                  "pareto_k_bad_share", "elbo_q", "elbo_final", "bayes_accuracy", "bayes_nll",
                  "convergence_elbo_change", "picked_restart"):
@@ -85,9 +86,9 @@ def test_the_toy_inverse_gamma_is_its_own_and_part_of_a_records_key(monkeypatch)
         np.testing.assert_allclose(pm.logp(model["scale_0"], value).eval(), st.invgamma(3.0, scale=4.0).logpdf(value))
     assert ig.record()["hyperprior_params"] == {"alpha": 3.0, "beta": 4.0}
     assert fixed.record()["hyperprior_params"] == {}
-    keys = (sweep.fit_key(ig), sweep.fit_key(fixed))
+    keys = (sweep_spec.fit_key(ig), sweep_spec.fit_key(fixed))
     monkeypatch.setitem(toy.HYPERPRIOR_PARAMS, "inversegamma", {"alpha": 3.0, "beta": 2.0})
-    assert sweep.fit_key(ig) != keys[0] and sweep.fit_key(fixed) == keys[1]
+    assert sweep_spec.fit_key(ig) != keys[0] and sweep_spec.fit_key(fixed) == keys[1]
 
 
 def test_kill_9_then_rerun_loses_and_duplicates_nothing(tmp_path):
@@ -187,7 +188,7 @@ def test_report_writes_figures_and_a_verdict_from_paired_differences(tmp_path):
     for name in ("gap_vs_noise.png", "elpd_differences.png", "hyperprior_effect.png", "loo_vs_test.png"):
         assert (out / name).stat().st_size > 10_000
     summary = (out / "summary.md").read_text()
-    assert "## Verdict on seed 004" in summary and "16 fits" in summary and "2 seeds each" in summary
+    assert "## Verdict on Zharikov et al." in summary and "16 fits" in summary and "2 seeds each" in summary
     # the hyperprior effect is the paired difference, per seed, averaged over the weight priors
     table = pd.read_parquet(tmp_path / "sweep" / "fits.parquet")
     cell = table[table["noise"] == 0.4].set_index(["prior", "hyperprior", "seed"])["elpd_test"] / 400
@@ -240,17 +241,18 @@ def test_kfold_refits_each_fold_and_gives_elpd_data_that_az_compare_takes(tmp_pa
     row = table.loc["laplace"]
     elpd_i = np.asarray(json.loads(row["elpd_kfold_i"]))
     assert row["kfold"] == 2 and len(elpd_i) == 100 and np.isclose(elpd_i.sum(), row["elpd_kfold"])
-    cfg = next(c for c in sweep.specs(args) if c.prior == "laplace")
+    cfg = next(c for c in sweep_spec.specs(args) if c.prior == "laplace")
     split = toy.data(cfg)
-    held = sweep.folds(100, 2, cfg.seed)[1]
+    held = sweep_fits.folds(100, 2, cfg.seed)[1]
     keep = np.setdiff1d(np.arange(100), held)
     model = toy.model(cfg, Split(split.X_train[keep], split.y_train[keep], split.X_test, split.y_test))
-    fit = bnn_zoo.fit(model, seed=cfg.seed, steps=cfg.steps, init_std=cfg.init_std, average=cfg.average,
+    fit = bnn_zoo.fit(model, random_seed=cfg.seed, steps=cfg.steps, method=bnn_zoo.MeanField(init_std=cfg.init_std),
+                      average=cfg.average,
                       optimizer=runner.make_optimizer(cfg, cfg.lr, cfg.steps), progressbar=False)
     z, _ = families.sample(*fit.family.mean_and_factor(fit.params), cfg.draws, np.random.default_rng(cfg.seed))
     proba = bnn_zoo.inference.batch.posterior_mean(fit.density, z, [split.X_train[held], split.y_train[held]], "p")
     np.testing.assert_allclose(elpd_i[held], np.log(proba[np.arange(len(held)), split.y_train[held]]), rtol=1e-8)
-    ranked = az.compare({prior: sweep.kfold_elpd(table.loc[prior]) for prior in ("normal", "laplace")})
+    ranked = az.compare({prior: sweep_fits.kfold_elpd(table.loc[prior]) for prior in ("normal", "laplace")})
     assert list(ranked.index) == sorted(("normal", "laplace"), key=lambda p: -table.loc[p, "elpd_kfold"])
 
 

@@ -14,6 +14,7 @@ from scipy import stats
 
 from bnn_zoo.data import uci
 from bnn_zoo.experiments import uci as job
+from bnn_zoo.experiments import uci_fits, uci_table
 from tests.conftest import ROOT, command_env
 
 #: A copy of the benchmark's yacht folder (tests/data/uci/README.md).
@@ -132,7 +133,7 @@ def test_scores_are_the_mixture_log_density_in_the_targets_units():
     s = uci.load("yacht", 0, DATA)
     rng = np.random.default_rng(0)
     mu, sigma = rng.normal(size=(3, len(s.y_test))) * 0.1, np.array([0.2, 0.3, 0.5])
-    got = job.scores(mu, sigma, s)
+    got = uci_fits.scores(mu, sigma, s)
     y, m, sd = s.y_test_original, s.y_mean + s.y_sd * mu, s.y_sd * sigma[:, None]
     mixture = np.log(stats.norm(m, sd).pdf(y).mean(0))
     assert np.isclose(got["ll"], mixture.mean())
@@ -143,12 +144,12 @@ def test_scores_are_the_mixture_log_density_in_the_targets_units():
 def test_the_table_sets_standard_errors_and_the_targets_against_the_published_columns():
     fits = pd.DataFrame({"uci": ["yacht"] * 3, "approach": ["advi"] * 3, "split": [0, 1, 2],
                          "rmse": [0.9, 1.0, 1.1], "ll": [-1.2, -1.6, -1.7], "fit_seconds": [1.0, 2.0, 3.0]})
-    row = job.table(fits).iloc[0]
+    row = uci_table.table(fits).iloc[0]
     assert row["splits"] == 3 and np.isclose(row["rmse"], 1.0) and np.isclose(row["rmse_se"], 0.1 / np.sqrt(3))
     assert np.isclose(row["ll"], -1.5) and (row["vi_rmse"], row["pbp_ll"]) == (6.89, -1.63)
     assert row["beats_vi"] and row["matches_pbp"]  # RMSE 1.00 < 1.02; LL -1.50 > -1.63
     fits["ll"] -= 0.4  # -1.9 ± 0.15: below PBP's -1.63 by more than a standard error
-    assert not job.table(fits).iloc[0]["matches_pbp"]
+    assert not uci_table.table(fits).iloc[0]["matches_pbp"]
 
 
 # --- the command ---------------------------------------------------------------------------------
@@ -164,12 +165,12 @@ def test_uci_on_yacht_writes_every_record_and_the_table_then_resumes(tmp_path):
     assert "10 fits in the job, 0 already" in done.stderr
     store = tmp_path / "uci"
     fits = pd.read_parquet(store / "fits.parquet")
-    assert sorted(zip(fits["approach"], fits["split"])) == sorted((m, k) for m in job.METHODS for k in (0, 1))
+    assert sorted(zip(fits["approach"], fits["split"])) == sorted((m, k) for m in uci_fits.METHODS for k in (0, 1))
     # every method predicts the test targets far better than their mean, with a finite log-likelihood
     y_sd = np.std(np.loadtxt(DATA / "yacht" / "data.txt")[:, 6])
     assert (fits["rmse"] < 0.3 * y_sd).all() and np.isfinite(fits["ll"]).all()
     table = pd.read_csv(store / "table.csv")
-    assert list(table["method"]) == list(job.METHODS) and (table["splits"] == 2).all()
+    assert list(table["method"]) == list(uci_fits.METHODS) and (table["splits"] == 2).all()
     assert {"pbp_rmse", "vi_ll", "dropout_ll", "beats_vi", "matches_pbp"} <= set(table.columns)
     assert "| yacht | advi | 2 |" in (store / "table.md").read_text()
     assert len(pd.read_csv(store / "fits.csv")) == 10

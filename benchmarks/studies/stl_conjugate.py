@@ -33,7 +33,7 @@ import optax
 
 import bnn_zoo
 from bnn_zoo.inference import families, objective
-from bnn_zoo.inference.advi import prepare
+from bnn_zoo.inference.prepare import prepare
 from bnn_zoo.inference.io import write_json
 from bnn_zoo.models.linear import correlated_design, linear_posterior, linear_regression
 
@@ -51,7 +51,7 @@ def optimum(method: str, post) -> dict:
 
 
 def gradient_variance(setup, params, path_derivative: bool) -> float:
-    elbo = objective.ELBO(setup.density, setup.family, path_derivative=path_derivative)
+    elbo = objective.ELBOFunction(setup.density, setup.family, path_derivative=path_derivative)
     data = tuple(jnp.asarray(v.get_value()) for v in setup.model.data_vars)
     eps = jax.random.normal(jax.random.key(1), (DRAWS, 1, params["mu"].shape[0]))
     grads = jax.vmap(lambda e: jax.grad(lambda q: elbo(q, e, data)[0])(params))(eps)
@@ -88,9 +88,11 @@ def main(argv=None) -> int:
         for schedule, init_std, stl in itertools.product(("constant", "cosine"), (0.01, 0.1),
                                                          (False, True)):
             rate = 0.01 if schedule == "constant" else optax.cosine_decay_schedule(0.01, args.steps, 0.01)
-            errs = np.array([errors(bnn_zoo.fit(model, method=method, steps=args.steps,
-                                                optimizer=optax.adam(rate), path_derivative=stl,
-                                                init_std=init_std, seed=seed, progressbar=False), post)
+            family = (bnn_zoo.MeanField if method == "advi" else bnn_zoo.FullRank)(init_std=init_std)
+            errs = np.array([errors(bnn_zoo.fit(model, method=family, steps=args.steps,
+                                                optimizer=optax.adam(rate),
+                                                objective=bnn_zoo.ELBO(path_derivative=stl),
+                                                random_seed=seed, progressbar=False), post)
                              for seed in range(args.seeds)])
             name = f"{method} {schedule} lr, init sd {init_std:g}, {'path derivative' if stl else 'standard'}"
             rows[name] = {"mean_error_sd": errs[:, 0].tolist(), "sd_rel_error": errs[:, 1].tolist()}

@@ -32,7 +32,7 @@ import numpy as np
 import optax
 import pandas as pd
 
-from bnn_zoo.experiments import sweep, toy
+from bnn_zoo.experiments import sweep, sweep_fits, sweep_spec, toy_priors
 from bnn_zoo.inference import optim
 from bnn_zoo.inference.batch import pick_rows, pick_step
 from bnn_zoo.inference.io import atomic_write
@@ -58,7 +58,7 @@ def warm_restart(cfg, peak: float) -> tuple[optax.Schedule, str]:
     """The rate of ``--restart-peak``, and its description: a cosine decay (:func:`optim.schedule`)
     from ``cfg.lr`` to its final rate by the default pick's step, then another from ``peak`` to
     the same rate (a ``ValueError`` if ``peak`` is not a rate above it)."""
-    at, final = pick_step(toy.DEFAULTS["pick_at"], cfg.steps), cfg.lr * cfg.lr_final
+    at, final = pick_step(toy_priors.DEFAULTS["pick_at"], cfg.steps), cfg.lr * cfg.lr_final
     first, text1 = optim.schedule("cosine", cfg.lr, at, final=cfg.lr_final)
     second, text2 = optim.schedule("cosine", peak, cfg.steps - at, final=final / peak)
     return optax.join_schedules([first, second], [at]), f"{text1}, then {text2}"
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
              "--noise", ",".join(map(str, sorted(set(todo.noise)))), "--seeds", str(int(todo.seed.max()) + 1),
              "--restarts", str(args.restarts), "--pick-at", "0", "--float32"]
     specs = {(c.dataset, c.noise, c.seed, f"{c.prior}-{c.hyperprior}"): c
-             for c in sweep.specs(sweep.build_parser().parse_args(flags))}
+             for c in sweep_spec.specs(sweep.build_parser().parse_args(flags))}
     optimizer = None  # the cases share the toy defaults' rate and steps, so one optimizer serves them all
     if args.restart_peak is not None:
         cfg = next(iter(specs.values()))
@@ -94,14 +94,14 @@ def main(argv=None) -> int:
     rows, summary = [], []
     for case in todo.itertuples(index=False):
         cfg = specs[(case.dataset, case.noise, case.seed, case.pair)]
-        split = toy.data(cfg)
-        batch = sweep._Batch([cfg], [(split.X_train, split.y_train)], optimizer)
+        split = toy_priors.data(cfg)
+        batch = sweep_fits.Batch([cfg], [(split.X_train, split.y_train)], optimizer)
         observed = batch.model.observed_RVs[0].name
         final = []
         for r in range(args.restarts):
             q = batch.family.mean_and_factor(batch.params(r))
-            m = sweep._evaluate(batch.density, q, batch.trains[0], batch.data(split.X_test, split.y_test),
-                                split.y_test, cfg, observed)
+            m = sweep_fits.evaluate(batch.density, q, batch.trains[0], batch.data(split.X_test, split.y_test),
+                                    split.y_test, cfg, observed)
             final.append(m["elbo_q"])
             rows.append({**dict(zip(CASE, case[:4])), "restart": r, "elbo_q": m["elbo_q"],
                          "accuracy": m["accuracy"], "reference_elbo": case.reference_elbo})

@@ -1,13 +1,16 @@
 """bnn-zoo: Bayesian neural networks as PyMC models, fitted by ADVI, examined with ArviZ.
 
-The library in five names::
+The library in six names::
 
     import bnn_zoo
-    result = bnn_zoo.fit(model, steps=20_000)          # any PyMC model; mean-field or full-rank
+    result = bnn_zoo.fit(model)                        # any PyMC model; mean-field or full-rank
+    results = bnn_zoo.fit_many([model], restarts=6)    # many fits at once; the best restart runs on
     idata = bnn_zoo.sample(result, 1000)               # ArviZ DataTree: posterior, log p / log q, q, ELBO
-    pred = bnn_zoo.predict(result, {"X": X_new})       # posterior predictive on new data
+    pred = bnn_zoo.predict(result, {"x": x_new})       # posterior predictive on new data
     elpd = bnn_zoo.loo(idata)                          # PSIS-LOO for the approximate posterior
 
+The settings that are values: :class:`ELBO` (the objective), :class:`Checkpoint`,
+:class:`MeanField` and :class:`FullRank` (``fit``'s ``method`` with q's initial sd).
 Besides these: :func:`precision` (build a model in float32), :class:`FitResult`
 (what ``fit`` returns), ``METHODS`` (the names ``fit``'s ``method`` takes:
 ``"advi"``, ``"fullrank_advi"``), and what a fit raises or warns:
@@ -22,13 +25,14 @@ Subpackages: ``bnn_zoo.models`` (priors and BNN builders), ``bnn_zoo.inference``
 
 from typing import TYPE_CHECKING
 
-__all__ = ["METHODS", "CheckpointError", "ConvergenceWarning", "FitResult", "NonFiniteLossError", "fit", "loo", "precision",
-           "predict", "sample"]
+__all__ = ["ELBO", "METHODS", "Checkpoint", "CheckpointError", "ConvergenceWarning", "FitResult", "FullRank",
+           "MeanField", "NonFiniteLossError", "fit", "fit_many", "loo", "precision", "predict", "sample"]
 __version__ = "0.2.0"
 
 if TYPE_CHECKING:
-    from bnn_zoo.inference import (METHODS, CheckpointError, ConvergenceWarning, FitResult,
-                                   NonFiniteLossError, fit, loo, precision, predict, sample)
+    from bnn_zoo.inference import (ELBO, METHODS, Checkpoint, CheckpointError, ConvergenceWarning, FitResult,
+                                   FullRank, MeanField, NonFiniteLossError, fit, fit_many, loo, precision,
+                                   predict, sample)
 
 
 def __getattr__(name: str):

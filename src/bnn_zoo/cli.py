@@ -17,7 +17,7 @@ __all__ = ["EXPERIMENTS", "TOOLS", "main"]
 EXPERIMENTS = {
     "moons": "moons",
     "circles": "circles",
-    "toy": "toy",
+    "toy": "toy_priors",
     "regression": "regression",
     "mnist-cnn": "mnist_cnn",
     "mnist-bbb": "mnist_bbb",
@@ -65,8 +65,11 @@ def main(argv=None) -> int:
         print(f"bnn-zoo: error: unknown command {name!r}; valid: {', '.join(commands)}",
               file=sys.stderr)
         return 2
+    import matplotlib
+
+    matplotlib.use("Agg")  # the commands write figures and open no window
     if name in ("moons", "circles"):
-        from bnn_zoo.experiments.toy import main as toy_main
+        from bnn_zoo.experiments.toy_priors import main as toy_main
 
         return toy_main(rest, prog=f"bnn-zoo {name}", dataset=name)
     module = importlib.import_module(f"bnn_zoo.experiments.{commands[name]}")

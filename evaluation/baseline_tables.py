@@ -229,22 +229,24 @@ def figures(benchmark: str, bench, draws: dict, folder, name: str) -> list:
     list of pathlib.Path
         The figures written.
     """
-    from bnn_zoo.evaluation import plots
+    from bnn_zoo.evaluation import comparison_plots, plots
 
     folder = folder / benchmark
     if benchmark == "toy":
         maps = {m: (d["grid/p"][..., 1].mean(0).reshape(bench.xx.shape),
                     d["grid/p"][..., 1].std(0).reshape(bench.xx.shape)) for m, d in draws.items()}
         path = folder / f"{name}_maps.png"
-        plots.method_maps(path, bench.xx, bench.yy, maps, bench.split.X_train, bench.split.y_train,
-                          title=f"{bench.spec.case} (noise {bench.spec.noise}), N(0, 1) weights: predictive "
-                                "mean (top) and sd (bottom) of P(class 1)")
+        plots.save(comparison_plots.method_maps(
+            bench.xx, bench.yy, maps, bench.split.X_train, bench.split.y_train,
+            title=f"{bench.spec.case} (noise {bench.spec.noise}), N(0, 1) weights: predictive "
+                  "mean (top) and sd (bottom) of P(class 1)"), path)
         return [path]
     if benchmark == "regression":
         path = folder / f"{name}_bands.png"
-        plots.method_bands(path, bench.task, {m: (d["grid/mu"].mean(0), d["grid/mu"].std(0)) for m, d in draws.items()},
-                           reference=REFERENCE)
+        plots.save(comparison_plots.method_bands(
+            bench.task, {m: (d["grid/mu"].mean(0), d["grid/mu"].std(0)) for m, d in draws.items()},
+            reference=REFERENCE), path)
         return [path]
     path = folder / f"{name}_shift.png"
-    plots.shift_curves(path, shift_table(bench, draws))
+    plots.save(comparison_plots.shift_curves(shift_table(bench, draws)), path)
     return [path]

@@ -1,11 +1,11 @@
-"""Command-line pieces shared by the experiments: one-line errors and checked values.
+"""Flag parsing shared by the experiments: one-line errors and checked values.
 
 Every command of ``bnn-zoo`` parses its flags with these: :class:`Parser` and
 :class:`HelpFormatter` (an error is one line and exit code 2; ``--help``
 shows the defaults), the ``type=`` checkers that turn a flag's text into a
-checked value (:func:`positive_int`, :func:`fraction`, :func:`names`,
-:func:`int_list`, ...), and :class:`UsageError` with :func:`check_writable`
-for what can only be checked after parsing.
+checked value (:func:`positive_int`, :func:`n_train`, :func:`fraction`,
+:func:`names`, :func:`int_list`, ...), and :class:`UsageError` with
+:func:`check_writable` for what can only be checked after parsing.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["HelpFormatter", "Parser", "UsageError", "check_writable", "fraction", "int_list", "names",
+__all__ = ["HelpFormatter", "Parser", "UsageError", "check_writable", "fraction", "int_list", "n_train", "names",
            "nonneg_float", "nonneg_int", "positive_float", "positive_int", "unit_interval"]
 
 
@@ -123,6 +123,32 @@ def positive_int(text):
     value = _number(int, text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def n_train(text):
+    """A training-set size: an integer >= 2, from a flag's text.
+
+    For ``type=`` of an argparse argument (``--n-train``).
+
+    Parameters
+    ----------
+    text : str
+        The flag's value as typed.
+
+    Returns
+    -------
+    int
+        The value, at least 2.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        If ``text`` is not an integer, or is below 2.
+    """
+    value = positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"must be >= 2, got {value}")
     return value
 
 

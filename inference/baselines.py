@@ -31,10 +31,11 @@ import pytensor
 from xarray import DataTree
 
 from bnn_zoo.inference import iterates, optim
-from bnn_zoo.inference.advi import _minibatch, initial_mean, model_dtype
+from bnn_zoo.inference.minibatch import minibatch_plan
+from bnn_zoo.inference.prepare import initial_mean, model_dtype
 from bnn_zoo.inference.engine import Runner, compile_loops
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
-from bnn_zoo.inference.posterior import draws_posterior
+from bnn_zoo.inference.sampling import draws_posterior
 
 __all__ = ["ensemble", "map_point", "nuts", "sgld", "swag"]
 
@@ -54,7 +55,7 @@ class _Problem:
     @classmethod
     def of(cls, model: pm.Model, batch_size: int | None) -> "_Problem":
         dtype = model_dtype(model)
-        sliced, n = _minibatch(model, None, batch_size)
+        sliced, n = minibatch_plan(model, None, batch_size)
         with pytensor.config.change_flags(floatX=dtype):
             point = model.initial_point()
             density = compile_model(model, Layout.of(model, point))
@@ -119,7 +120,7 @@ def map_point(model: pm.Model, *, steps: int = 10_000, lr: float = 0.01, batch_s
     batch_size : int, optional
         Minibatch rows; default all.
     seed : int, default 0
-        Seeds the initial point (:func:`~bnn_zoo.inference.advi.initial_mean`)
+        Seeds the initial point (:func:`~bnn_zoo.inference.prepare.initial_mean`)
         and the minibatches.
 
     Returns

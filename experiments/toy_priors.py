@@ -1,9 +1,10 @@
-"""Seed 004's hierarchical-prior experiment on the 2-D toy data sets (moons, circles).
+"""The prior study on the 2-D toy data sets (moons, circles): a hierarchical BNN under each prior.
 
-``bnn-zoo moons``, ``bnn-zoo circles`` and ``bnn-zoo toy`` (both data sets,
-``--datasets``) fit one prior x hyperprior pair of a 2-5-5-2 tanh BNN, or
-every pair with ``--all-priors``, which are then compared by PSIS-LOO
-(table and ArviZ figures per data set).
+The experiment of Zharikov, Isachenko and Bochkarev. ``bnn-zoo moons``,
+``bnn-zoo circles`` and ``bnn-zoo toy`` (both data sets, ``--datasets``) fit
+one prior x hyperprior pair of a 2-5-5-2 tanh BNN by ADVI, or every pair with
+``--all-priors``, which are then compared by PSIS-LOO (table and ArviZ figures
+per data set, :mod:`~bnn_zoo.experiments.toy_comparison`).
 
 The module is the experiment's pieces for :mod:`~bnn_zoo.experiments.runner`:
 :class:`ToyConfig` (one run's settings), :func:`arguments` and :func:`configs`
@@ -24,7 +25,6 @@ from functools import partial
 
 import arviz as az
 import numpy as np
-import pandas as pd
 from xarray import DataTree
 
 from bnn_zoo import loo, predict
@@ -32,18 +32,18 @@ from bnn_zoo.data import toy
 from bnn_zoo.evaluation import plots
 from bnn_zoo.evaluation.metrics import all_metrics
 from bnn_zoo.experiments import runner
-from bnn_zoo.experiments.cli import int_list, names, nonneg_float, positive_int
-from bnn_zoo.inference.io import atomic_write, write_text
+from bnn_zoo.experiments.flags import int_list, n_train, names, nonneg_float, positive_int
+from bnn_zoo.experiments.toy_comparison import write_comparison
 from bnn_zoo.models import HYPERPRIORS, WEIGHT_PRIORS, mlp_classifier
-from bnn_zoo.models.priors import SCALE_FREE
 
-__all__ = ["COLUMNS", "DEFAULTS", "GRID_POINTS", "GRID_PRIORS", "HYPERPRIOR_PARAMS", "NOISE", "ToyConfig",
-           "arguments", "bayes_reference", "compare", "configs", "data", "evaluate", "experiment",
-           "hyperprior_params", "main", "model", "report", "summarize"]
+__all__ = ["DEFAULTS", "GRID_POINTS", "GRID_PRIORS", "HYPERPRIOR_PARAMS", "NOISE", "ToyConfig", "arguments",
+           "bayes_reference", "configs", "data", "evaluate", "experiment", "hyperprior_params", "main", "model",
+           "report", "summarize"]
 
 #: Each data set's default noise standard deviation (``--noise``); its keys are the data sets.
 NOISE = {"moons": 0.2, "circles": 0.2}
-#: Seed 004's four weight priors: what ``--all-priors`` compares unless ``--priors`` says otherwise.
+#: The four weight priors of Zharikov, Isachenko and Bochkarev: what ``--all-priors`` compares
+#: unless ``--priors`` says otherwise.
 GRID_PRIORS = ("cauchy", "flat", "laplace", "normal")
 #: Points per axis of the uncertainty map's grid.
 GRID_POINTS = 100
@@ -76,7 +76,7 @@ def hyperprior_params(hyperprior: str) -> dict:
 #: land in an optimum whose input layer's scale has collapsed; the 6 fits run together for the first
 #: fifth of the steps, two fits' cost in all. The measurements: docs/reproductions.md (toy-defaults).
 DEFAULTS = dict(steps=10_000, lr=0.05, lr_schedule="cosine", lr_final=0.01, init_std=0.01,
-                draws=500, restarts=6, pick="best", pick_at=0.2)
+                draws=500, restarts=6, pick="best", pick_at=0.2, average=0.0)
 
 
 @dataclass(frozen=True)
@@ -156,17 +156,10 @@ def arguments(p: argparse.ArgumentParser, dataset: str | None) -> None:
     p.add_argument("--noise", type=nonneg_float, default=NOISE[dataset] if dataset else None,
                    help="data noise std" + ("" if dataset else " (default: each data set's, "
                    + ", ".join(f"{k} {v}" for k, v in NOISE.items()) + ")"))
-    p.add_argument("--n-train", type=_n_train, default=700)
+    p.add_argument("--n-train", type=n_train, default=700)
     p.add_argument("--n-test", type=positive_int, default=300)
     p.add_argument("--hidden", type=int_list, default=(5, 5), help="hidden layer sizes, e.g. 5,5")
     p.add_argument("--float32", action="store_true", help="fit in single precision")
-
-
-def _n_train(text):
-    value = positive_int(text)
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"must be >= 2, got {value}")
-    return value
 
 
 def configs(args, dataset: str | None) -> list[ToyConfig]:
@@ -187,7 +180,7 @@ def configs(args, dataset: str | None) -> list[ToyConfig]:
 
     Raises
     ------
-    bnn_zoo.experiments.cli.UsageError
+    bnn_zoo.experiments.flags.UsageError
         If ``--priors`` or ``--hyperpriors`` is given without ``--all-priors``.
     """
     datasets = [dataset] if dataset else args.datasets
@@ -280,11 +273,11 @@ def evaluate(cfg: ToyConfig, split: toy.Split, fits, idata) -> runner.Evaluation
         "pareto_k_bad_share": float(np.mean(np.asarray(elpd.pareto_k) > 0.7)),
     }
     if cfg.uncertainty_map:
-        plots.uncertainty_map(
-            cfg.figures / cfg.dataset / f"uncertainty_{cfg.prior}-{cfg.hyperprior}.png",
+        plots.save(plots.uncertainty_map(
             xx, yy, proba_grid, split.X_train, split.y_train,
             title=f"{cfg.dataset}: {cfg.prior} prior, {cfg.hyperprior} hyperprior "
-                  f"(test accuracy {metrics['accuracy']:.3f})")
+                  f"(test accuracy {metrics['accuracy']:.3f})"),
+            cfg.figures / cfg.dataset / f"uncertainty_{cfg.prior}-{cfg.hyperprior}.png")
     summary = az.summary(idata, kind="stats", round_to="none")
     return runner.Evaluation(
         metrics=metrics, files={"summary.csv": lambda path: summary.to_csv(path)},
@@ -332,17 +325,12 @@ def report(r: runner.Record) -> str:
             f"fit {m['fit_seconds']:.1f} s{'' if m['converged'] else ' (not converged)'} -> {r.dir}")
 
 
-#: The columns of ``--all-priors``' comparison table (``comparison.csv``), besides ``az.compare``'s.
-COLUMNS = ["prior", "hyperprior", "accuracy", "bayes_accuracy", "nll", "bayes_nll", "brier", "ece",
-           "elpd_loo", "elpd_loo_se", "pareto_k_max", "elbo_final", "converged", "fit_seconds"]
-
-
 def summarize(args, records: list) -> str:
     """With ``--all-priors``, each data set's comparison table and figures.
 
-    Writes ``<out>/<dataset>/comparison.csv`` and ``comparison_loo.csv``, and into
-    ``<figures>/<dataset>/`` ``compare.png`` (``az.plot_compare``), ``forest_scales.png`` (the
-    hierarchical pairs' layer scales), ``weights_last_layer.png`` and ``prior_grid.png``.
+    :func:`~bnn_zoo.experiments.toy_comparison.write_comparison` for each data
+    set: ``<out>/<dataset>/comparison.csv`` and ``comparison_loo.csv``, and
+    the figures in ``<figures>/<dataset>/``.
 
     Parameters
     ----------
@@ -360,80 +348,11 @@ def summarize(args, records: list) -> str:
         return ""
     out = []
     for dataset in dict.fromkeys(r.cfg.dataset for r in records):
-        out.append(_compare(args, [r for r in records if r.cfg.dataset == dataset]))
+        runs = [r for r in records if r.cfg.dataset == dataset]
+        split = data(runs[0].cfg)
+        xx, yy, _ = split.grid(GRID_POINTS)
+        out.append(write_comparison(args, runs, split, (xx, yy)))
     return "\n".join(out)
-
-
-def compare(loos: dict) -> tuple[pd.DataFrame, bool]:
-    """``az.compare`` of the pairs' PSIS-LOO, and whether its selection-bias check fired.
-
-    With more than 11 models ArviZ checks whether the best one's lead over
-    the median model is within what chance gives the best of that many
-    equally good models (McLatchie and Vehtari 2024) and warns if so. The
-    toy summary says that once, in words; other warnings pass through.
-
-    Parameters
-    ----------
-    loos : dict of str to ELPDData
-        Each pair's PSIS-LOO result (:func:`bnn_zoo.loo`), by name.
-
-    Returns
-    -------
-    table : pandas.DataFrame
-        ``az.compare``'s table (unrounded).
-    chance : bool
-        Whether ArviZ warned that the ranking may be due to chance.
-    """
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UserWarning)
-        table = az.compare(loos, round_to="none")
-    chance = False
-    for w in caught:
-        if "due to chance" in str(w.message):
-            chance = True
-        else:
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-    return table, chance
-
-
-def _compare(args, runs: list) -> str:
-    cfg0 = runs[0].cfg
-    names_ = [f"{r.cfg.prior}-{r.cfg.hyperprior}" for r in runs]
-    idatas = {name: DataTree.from_dict({"posterior": r.summary["posterior"]}) for name, r in zip(names_, runs)}
-    cmp, chance = compare({name: r.summary["loo"] for name, r in zip(names_, runs)})
-    table = pd.DataFrame([r.metrics for r in runs])[COLUMNS]
-    table.insert(0, "model", names_)
-    table = table.set_index("model").join(cmp[["rank", "elpd_diff", "dse", "weight"]]).sort_values("rank")
-    out_dir = args.out / cfg0.dataset
-    atomic_write(out_dir / "comparison.csv", lambda tmp: table.to_csv(tmp, float_format="%.4g"))
-    write_text(out_dir / "comparison_loo.csv", cmp.to_csv(float_format="%.4g"))
-
-    fig_dir = args.figures / cfg0.dataset
-    plots.compare(fig_dir / "compare.png", cmp)
-    hierarchical = {k: v for k, v in idatas.items()
-                    if k.split("-")[0] not in SCALE_FREE and not k.endswith("-fixed")}
-    if hierarchical:
-        plots.forest(fig_dir / "forest_scales.png", hierarchical,
-                     [f"scale_{layer}" for layer in range(len(cfg0.hidden) + 1)])
-    # Seed 004 Fig. 3: output-layer weights under each prior, one hyperprior.
-    hyper = args.hyperprior if args.hyperprior in args.hyperpriors else args.hyperpriors[0]
-    plots.weight_posteriors(fig_dir / "weights_last_layer.png",
-                            {p: idatas[f"{p}-{hyper}"] for p in args.priors}, f"W_{len(cfg0.hidden)}")
-    split = data(cfg0)
-    xx, yy, _ = split.grid(GRID_POINTS)
-    plots.prior_grid(
-        fig_dir / "prior_grid.png", xx, yy,
-        {(r.cfg.prior, r.cfg.hyperprior): r.summary["grid_mean"] for r in runs},
-        {(r.cfg.prior, r.cfg.hyperprior): r.metrics["accuracy"] for r in runs},
-        split.X_train, split.y_train,
-        title=f"{cfg0.dataset} (noise {cfg0.noise}): posterior mean of P(class 1), "
-              "columns = prior, rows = hyperprior")
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        return (f"{cfg0.dataset}\n{table.round(4).to_string()}\n"
-                + (f"the best pair's ELPD lead over the median pair is within what chance gives the best of "
-                   f"{len(runs)} equally good models (ArviZ's selection-bias check, McLatchie and "
-                   f"Vehtari 2024), so the ranking may be noise\n" if chance else "")
-                + f"table: {out_dir / 'comparison.csv'}; figures: {fig_dir}/")
 
 
 def experiment(dataset: str | None = None) -> runner.Experiment:

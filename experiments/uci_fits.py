@@ -1,0 +1,322 @@
+"""The UCI benchmark's fits: one fit's settings, the methods, and the test scores.
+
+The protocol is the papers': inputs and target standardised on each split's
+training part; the network :func:`~bnn_zoo.models.mlp_regressor` with N(0, 1)
+weights and a Gaussian likelihood whose noise precision is learned under a
+Gamma prior (``--noise-prior``). The methods (:data:`METHODS`):
+
+``advi``
+    mean-field ADVI (:func:`bnn_zoo.fit`);
+``local_reparam``
+    the same with the local-reparameterisation gradient estimator;
+``fullrank_advi``
+    full-rank ADVI from the mean-field fit
+    (``bnn_zoo.fit(..., init=...)``), where the network has
+    at most :data:`FULLRANK_MAX_PARAMS` parameters;
+``dropout``
+    MC dropout (:mod:`bnn_zoo.inference.dropout`) at rate ``--dropout-rate``;
+``ensemble``
+    a deep ensemble of ``--members`` MAP fits of the same PyMC model
+    (:func:`bnn_zoo.inference.baselines.ensemble`).
+
+:func:`fit_task` fits a task (one data set and method, several splits, as
+:func:`tasks` cuts them) and scores each fit on its test part
+(:func:`scores`), in the target's own units; ``bnn-zoo uci``
+(:mod:`~bnn_zoo.experiments.uci`) runs the tasks and stores the records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from bnn_zoo.data import uci
+from bnn_zoo.experiments.config import RunConfig
+from bnn_zoo.experiments.runner import make_optimizer
+
+__all__ = ["BATCH_SIZE", "DEFAULTS", "FULLRANK_MAX_PARAMS", "METHODS", "UCIConfig", "fit_key", "fit_settings",
+           "fit_task", "model", "score_fit", "scores", "tasks"]
+
+#: The methods, in the table's order: mean-field ADVI, its local-reparameterisation estimator,
+#: full-rank ADVI, MC dropout and a deep ensemble.
+METHODS = ("advi", "local_reparam", "fullrank_advi", "dropout", "ensemble")
+#: The largest network (free parameters, the noise precision included) that ``fullrank_advi`` fits:
+#: every data set's but protein's (100 hidden units: 1,102). Larger ones are left out of the job.
+FULLRANK_MAX_PARAMS = 1000
+#: Minibatch rows on the data sets with more training rows: wine (1,439) and the four large ones
+#: (kin8nm, naval, power, protein: 7,373 to 41,157); the other four are fitted full-batch. On
+#: kin8nm's and naval's split 0, minibatches of 1,000 give the full batch's RMSE and
+#: log-likelihood to 0.03 nats in a half to a third of the time.
+BATCH_SIZE = 1000
+#: The shared fit flags' defaults: 10,000 Adam steps of a cosine decay from 0.01 to 1% of it, from
+#: ADVI's initial means with sd 0.01, and 500 posterior draws for the predictive. Every
+#: method takes the same steps and rate (each member of an ensemble too); the full-rank phase runs
+#: at 1e-6: at 1e-4 its ELBO falls over a thousand nats below its mean-field start within 200 steps
+#: on yacht and boston, at 1e-6 it ends above it on both (``benchmarks.studies.uci_fullrank``).
+#: Minibatches of ``--batch-size`` rows (default :data:`BATCH_SIZE`) on the data sets that have more
+#: training rows; the others are fitted full-batch.
+DEFAULTS = dict(steps=10_000, lr=0.01, lr_schedule="cosine", lr_final=0.01, init_std=0.01, draws=500,
+                average=0.0, fullrank_lr=1e-6)
+
+
+@dataclass(frozen=True)
+class UCIConfig(RunConfig):
+    """One fit of the benchmark: :class:`~bnn_zoo.experiments.config.RunConfig`'s settings, and these.
+
+    Parameters
+    ----------
+    uci : str, default "yacht"
+        The data set, a key of :data:`bnn_zoo.data.uci.DATASETS`.
+    split : int, default 0
+        The published split.
+    approach : str, default "advi"
+        The method, one of :data:`METHODS`.
+    noise_prior : tuple of float, default (1.0, 0.1)
+        Shape and rate of the Gamma prior on the noise precision (of the
+        standardised target).
+    dropout_rate : float, default 0.05
+        MC dropout's rate.
+    members : int, default 5
+        The deep ensemble's MAP fits.
+    data_dir : str, default ""
+        The data's folder (``""``: :func:`bnn_zoo.data.uci.resolve_dir`'s).
+    """
+
+    uci: str = "yacht"
+    split: int = 0
+    approach: str = "advi"
+    noise_prior: tuple[float, float] = (1.0, 0.1)
+    dropout_rate: float = 0.05
+    members: int = 5
+    data_dir: str = ""
+
+    @property
+    def name(self) -> str:
+        """``<data set>-<method>-split<k>``."""
+        return f"{self.uci}-{self.approach}-split{self.split}"
+
+    def record(self) -> dict:
+        """The settings as recorded: :class:`~bnn_zoo.experiments.config.RunConfig`'s, without the
+        data's folder and the fields the method does not use."""
+        out = {k: v for k, v in super().record().items() if k != "data_dir"}
+        if self.approach != "dropout":
+            out.pop("dropout_rate")
+        if self.approach != "ensemble":
+            out.pop("members")
+        if self.approach != "fullrank_advi":
+            out.pop("fullrank_lr")
+        return out
+
+
+def fit_key(cfg: UCIConfig) -> str:
+    """The hash naming a fit's record: of every setting that changes what is fitted or measured.
+
+    Parameters
+    ----------
+    cfg : UCIConfig
+        The fit.
+
+    Returns
+    -------
+    str
+        16 hex digits.
+    """
+    return hashlib.sha256(json.dumps(cfg.record(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+# --- one task: one data set's splits, one method --------------------------------------------------
+
+
+def model(cfg: UCIConfig, split: uci.Split):
+    """The benchmark's network on a split's training part.
+
+    Parameters
+    ----------
+    cfg : UCIConfig
+        The fit (its noise prior).
+    split : bnn_zoo.data.uci.Split
+        The standardised split.
+
+    Returns
+    -------
+    pymc.Model
+        :func:`~bnn_zoo.models.mlp_regressor` with one hidden layer of ``split.hidden`` ReLU
+        units, N(0, 1) weights, and the noise precision ``tau ~ Gamma(*cfg.noise_prior)``.
+    """
+    from bnn_zoo.models.mlp import mlp_regressor
+
+    alpha, beta = cfg.noise_prior
+    return mlp_regressor(split.X_train, split.y_train, hidden=(split.hidden,), activation="relu", noise="gamma",
+                         noise_params={"alpha": alpha, "beta": beta})
+
+
+def scores(mu: np.ndarray, sigma: np.ndarray, split: uci.Split) -> dict:
+    """Test RMSE and log-likelihood in the target's units, of a predictive mixture of Gaussians.
+
+    Parameters
+    ----------
+    mu : numpy.ndarray, shape (draws, n_test)
+        Each draw's predicted mean of the standardised target.
+    sigma : numpy.ndarray, shape (draws,)
+        Each draw's noise sd, of the standardised target.
+    split : bnn_zoo.data.uci.Split
+        The split (its test targets, mean and sd).
+
+    Returns
+    -------
+    dict
+        ``rmse`` (of the predictive mean), ``ll`` (the mean over test points of
+        ``log (1/S) sum_s N(y | mu_s, sigma_s)``) and ``sigma`` (the mean noise sd), in the
+        target's units.
+    """
+    from scipy.special import logsumexp
+
+    y = split.y_test_original
+    m = split.y_mean + split.y_sd * np.asarray(mu, float)
+    s = split.y_sd * np.asarray(sigma, float)[:, None]
+    log_density = -0.5 * ((y - m) / s) ** 2 - np.log(s) - 0.5 * np.log(2 * np.pi)
+    ll = logsumexp(log_density, axis=0) - np.log(len(m))
+    return {"rmse": float(np.sqrt(np.mean((m.mean(0) - y) ** 2))), "ll": float(ll.mean()),
+            "sigma": float(s.mean())}
+
+
+def _advi(cfg: UCIConfig, split: uci.Split) -> dict:
+    """A mean-field fit (and a full-rank one from it) of one split, and its scores."""
+    import bnn_zoo
+
+    m = model(cfg, split)
+    settings = fit_settings(cfg)
+    fit = bnn_zoo.fit(m, optimizer=make_optimizer(cfg, cfg.lr, cfg.steps), **settings)
+    if cfg.approach == "fullrank_advi":
+        settings = dict(settings, method="fullrank_advi", objective=bnn_zoo.ELBO(
+            beta=cfg.beta, mc_samples=cfg.mc_samples, path_derivative=bool(cfg.path_derivative)))
+        fit = bnn_zoo.fit(m, init=fit, optimizer=make_optimizer(cfg, cfg.fullrank_lr, cfg.steps), **settings)
+    return {**score_fit(fit, cfg, split), "fit_seconds": fit.seconds, "n_params": fit.layout.dim,
+            "converged": bool(fit.convergence.converged), "elbo_final": float(fit.elbo_final)}
+
+
+def fit_settings(cfg: UCIConfig) -> dict:
+    """The keyword arguments of :func:`bnn_zoo.fit` that the mean-field ADVI fit of ``cfg`` takes.
+
+    Parameters
+    ----------
+    cfg : UCIConfig
+        One fit's settings.
+
+    Returns
+    -------
+    dict
+        ``steps``, ``method`` (``bnn_zoo.MeanField`` at ``cfg.init_std``), ``objective`` (the
+        KL weight, Monte Carlo draws, estimator and path derivative), ``average``,
+        ``batch_size``, ``random_seed`` (``cfg.fit_seed``) and ``progressbar=False``.
+    """
+    import bnn_zoo
+
+    objective = bnn_zoo.ELBO(beta=cfg.beta, mc_samples=cfg.mc_samples, path_derivative=cfg.path_derivative,
+                             estimator="local_reparam" if cfg.approach == "local_reparam" else "weights")
+    return dict(steps=cfg.steps, method=bnn_zoo.MeanField(init_std=cfg.init_std), objective=objective,
+                average=cfg.average, batch_size=cfg.batch_size, random_seed=cfg.fit_seed, progressbar=False)
+
+
+def score_fit(fit, cfg: UCIConfig, split: uci.Split) -> dict:
+    """:func:`scores` of an ADVI fit's predictive, from ``cfg.draws`` posterior draws.
+
+    Parameters
+    ----------
+    fit : bnn_zoo.FitResult
+        A fit of :func:`model` for ``split``.
+    cfg : UCIConfig
+        Its settings (``draws`` and ``seed``).
+    split : bnn_zoo.data.uci.Split
+        The split, whose test part is scored.
+
+    Returns
+    -------
+    dict
+        ``rmse``, ``ll`` and ``sigma``, as :func:`scores` gives them.
+    """
+    import bnn_zoo
+
+    idata = bnn_zoo.sample(fit, cfg.draws, random_seed=cfg.seed, log_likelihood=False, var_names=())
+    pred = bnn_zoo.predict(fit, {"X": split.X_test}, idata=idata, var_names=["mu"], random_seed=cfg.seed)
+    mu = pred["predictions"]["mu"].values.reshape(-1, len(split.X_test))
+    return scores(mu, idata["posterior"]["tau"].values.ravel() ** -0.5, split)
+
+
+def _dropout(cfg: UCIConfig, split: uci.Split) -> dict:
+    from bnn_zoo.inference import dropout
+
+    net = dropout.fit_dropout(split.X_train, split.y_train, kind="regressor", hidden=(split.hidden,), activation="relu",
+                      rate=cfg.dropout_rate, steps=cfg.steps, lr=cfg.lr, batch_size=cfg.batch_size, seed=cfg.fit_seed)
+    pred = dropout.predict_dropout(net, split.X_test, draws=cfg.draws, seed=cfg.seed)["predictions"]
+    return {**scores(pred["mu"].values[0], pred["sigma"].values[0], split), "fit_seconds": net.seconds}
+
+
+def _ensemble(cfg: UCIConfig, split: uci.Split) -> dict:
+    import bnn_zoo
+    from bnn_zoo.inference.baselines import ensemble
+
+    m = model(cfg, split)
+    tree = ensemble(m, cfg.members, steps=cfg.steps, lr=cfg.lr, batch_size=cfg.batch_size, seed=cfg.fit_seed)
+    pred = bnn_zoo.predict(m, {"X": split.X_test}, idata=tree, var_names=["mu"], random_seed=cfg.seed)
+    mu = pred["predictions"]["mu"].values.reshape(-1, len(split.X_test))
+    tau = tree["posterior"]["tau"].values.ravel()
+    return {**scores(mu, tau**-0.5, split), "fit_seconds": float(tree.attrs["seconds"])}
+
+
+def fit_task(cfgs: list[UCIConfig]) -> list[dict]:
+    """Fit ``cfgs`` (one data set and method, other splits) and score each on its test part.
+
+    The splits are fitted one after another in this process, so that they share the
+    model's compiled programs.
+
+    Parameters
+    ----------
+    cfgs : list of UCIConfig
+        Fits that differ only in their split.
+
+    Returns
+    -------
+    list of dict
+        One record per fit: its settings, ``key``, ``rmse``, ``ll``, ``sigma`` (in the
+        target's units), ``fit_seconds``, ``n_train``, ``n_test`` and, for ADVI,
+        ``n_params``, ``converged`` and ``elbo_final``.
+    """
+    splits = [uci.load(c.uci, c.split, c.data_dir or None) for c in cfgs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence is in the records
+        one = {"dropout": _dropout, "ensemble": _ensemble}.get(cfgs[0].approach, _advi)
+        results = [one(c, s) for c, s in zip(cfgs, splits)]
+    return [{"key": fit_key(c), "experiment": "uci", **c.record(), "n_train": len(s.y_train),
+             "n_test": len(s.y_test), **r} for c, s, r in zip(cfgs, splits, results)]
+
+
+def tasks(cfgs: list[UCIConfig], per_task: int) -> list[list[UCIConfig]]:
+    """Fits of one data set and method, at most ``per_task`` splits each, in the order a cut-short job wants.
+
+    Parameters
+    ----------
+    cfgs : list of UCIConfig
+        The fits to make.
+    per_task : int
+        The most splits in one task.
+
+    Returns
+    -------
+    list of list of UCIConfig
+        The first ``per_task`` splits of every data set and method, then the next ones, and so
+        on (a job cut short has some splits of every cell of the table); within those, in
+        :data:`METHODS` order, and by training rows, largest first, so that the long tasks
+        start early on a cluster.
+    """
+    groups: dict = {}
+    for c in cfgs:
+        groups.setdefault((c.uci, c.approach), []).append(c)
+    out = [(i, g[i:i + per_task]) for g in groups.values() for i in range(0, len(g), per_task)]
+    rows = {"protein": 41_000, "naval": 10_700, "power": 8_600, "kin8nm": 7_400}
+    out.sort(key=lambda it: (it[0], METHODS.index(it[1][0].approach), -rows.get(it[1][0].uci, 1_000) * len(it[1])))
+    return [t for _, t in out]

@@ -1,0 +1,98 @@
+"""The UCI benchmark's table: per data set and method, beside the published columns.
+
+:func:`table` summarises the records of ``bnn-zoo uci`` over splits (mean
+and standard error of the test RMSE and log-likelihood) next to the
+published VI, PBP and MC-dropout columns
+(:data:`bnn_zoo.data.uci.PUBLISHED`); :func:`markdown` writes it for
+``table.md``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bnn_zoo.data import uci
+from bnn_zoo.experiments.uci_fits import METHODS
+
+__all__ = ["markdown", "table"]
+
+
+def table(fits) -> "pandas.DataFrame":
+    """Per data set and method: the mean and standard error over splits, beside the published columns.
+
+    Parameters
+    ----------
+    fits : pandas.DataFrame
+        Records (:func:`~bnn_zoo.experiments.uci_fits.fit_task`): columns ``uci``, ``approach``, ``split``, ``rmse``, ``ll``,
+        ``fit_seconds``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per data set and method, in :data:`bnn_zoo.data.uci.DATASETS` and
+        :data:`~bnn_zoo.experiments.uci_fits.METHODS` order: ``dataset``, ``method``, ``splits``, ``rmse``, ``rmse_se``,
+        ``ll``, ``ll_se``, ``fit_seconds`` (the mean), the published ``<vi|pbp|dropout>_rmse``
+        and ``_ll``, and ``beats_vi`` (RMSE below and log-likelihood above VI's) and
+        ``matches_pbp`` (each of RMSE and log-likelihood better than PBP's or within one
+        standard error of it).
+    """
+    import pandas as pd
+
+    rows = []
+    for name in uci.DATASETS:
+        for method in METHODS:
+            f = fits[(fits["uci"] == name) & (fits["approach"] == method)]
+            if f.empty:
+                continue
+            n = len(f)
+            row = {"dataset": name, "method": method, "splits": n,
+                   "rmse": f["rmse"].mean(), "rmse_se": f["rmse"].std(ddof=1) / np.sqrt(n) if n > 1 else np.nan,
+                   "ll": f["ll"].mean(), "ll_se": f["ll"].std(ddof=1) / np.sqrt(n) if n > 1 else np.nan,
+                   "fit_seconds": f["fit_seconds"].mean()}
+            for col, values in uci.PUBLISHED.items():
+                row[f"{col}_rmse"], row[f"{col}_ll"] = values[name]
+            vi_rmse, vi_ll = uci.PUBLISHED["vi"][name]
+            pbp_rmse, pbp_ll = uci.PUBLISHED["pbp"][name]
+            rmse_se, ll_se = np.nan_to_num(row["rmse_se"]), np.nan_to_num(row["ll_se"])
+            row["beats_vi"] = bool(row["rmse"] < vi_rmse and row["ll"] > vi_ll)
+            row["matches_pbp"] = bool(row["rmse"] <= pbp_rmse + rmse_se and row["ll"] >= pbp_ll - ll_se)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def markdown(t) -> str:
+    """The table as Markdown: mean ± standard error, the published columns beside them.
+
+    Parameters
+    ----------
+    t : pandas.DataFrame
+        :func:`table`'s.
+
+    Returns
+    -------
+    str
+        A line per method counting the data sets where it beats the published VI column and
+        matches or beats PBP's (:func:`table`'s flags), then two tables, test RMSE and test
+        log-likelihood, one row per data set and method.
+    """
+    def cell(mean, se, digits):
+        return f"{mean:.{digits}f}" + ("" if np.isnan(se) else f" ± {se:.{digits}f}")
+
+    out = []
+    for method in dict.fromkeys(t["method"]):
+        rows = t[t["method"] == method]
+        lost = ", ".join(rows.loc[~rows["matches_pbp"], "dataset"])
+        out.append(f"- `{method}`: beats VI on {int(rows['beats_vi'].sum())} of {len(rows)} data sets; "
+                   f"matches or beats PBP on {int(rows['matches_pbp'].sum())} of {len(rows)}"
+                   + (f" (not on: {lost})." if lost else "."))
+    out.append("")
+    for metric, label, better in (("rmse", "test RMSE (lower is better)", "lower"),
+                                  ("ll", "test log-likelihood (higher is better)", "higher")):
+        out += [f"**{label}**", "",
+                "| data set | method | splits | this run | VI | PBP | dropout |", "|---|---|---:|---:|---:|---:|---:|"]
+        for _, r in t.iterrows():
+            digits = 4 if r["dataset"] == "naval" and metric == "rmse" else (3 if metric == "rmse" else 2)
+            out.append(f"| {r['dataset']} | {r['method']} | {r['splits']} | {cell(r[metric], r[f'{metric}_se'], digits)} "
+                       f"| {r[f'vi_{metric}']:.2f} | {r[f'pbp_{metric}']:.2f} | {r[f'dropout_{metric}']:.2f} |")
+        out.append("")
+    return "\n".join(out)

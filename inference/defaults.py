@@ -1,0 +1,97 @@
+"""The one set of defaults: what :func:`bnn_zoo.fit`, :func:`bnn_zoo.fit_many` and every command use.
+
+Each value is defined here once. ``fit`` and ``fit_many`` take them as their
+keyword defaults, and the command line's shared flags (``bnn-zoo <command>
+--steps``, ``--lr``, ...) take theirs from here too; an experiment that
+reproduces a paper sets its own values on top, and says so in its
+``--help`` and on the reproductions page. :func:`table` is the table the
+documentation prints.
+"""
+
+from __future__ import annotations
+
+__all__ = ["AVERAGE", "CHECKPOINT_EVERY", "DRAWS", "FINAL", "FULLRANK_LEARNING_RATE", "INIT_STD",
+           "LEARNING_RATE", "OPTIMIZER", "PICK_AT", "RESTARTS", "SCHEDULE", "STEPS", "WARM_START",
+           "optimizer", "table"]
+
+#: Optimisation steps of a fit.
+STEPS = 20_000
+#: The optimizer, by name (:data:`bnn_zoo.inference.optim.OPTIMIZERS`).
+OPTIMIZER = "adam"
+#: Its (initial) learning rate.
+LEARNING_RATE = 0.01
+#: The learning rate's schedule (:data:`bnn_zoo.inference.optim.SCHEDULES`).
+SCHEDULE = "constant"
+#: A decaying schedule's final rate, as a share of the initial one.
+FINAL = 0.01
+#: The share of the final steps whose iterates are averaged into q (Polyak-Ruppert).
+AVERAGE = 0.5
+#: q's initial standard deviation of every unconstrained value.
+INIT_STD = 0.01
+#: Steps between two checkpoints.
+CHECKPOINT_EVERY = 500
+#: Posterior draws for predictions and PSIS-LOO (the commands' ``--draws``).
+DRAWS = 500
+#: Fits from other initial means, of which the best runs on (``fit_many``'s ``restarts``).
+RESTARTS = 1
+#: The share of the steps after which the best restart runs on alone.
+PICK_AT = 0.2
+#: A full-rank fit without ``init``: the share of its steps spent on a mean-field fit first.
+WARM_START = 0.3
+#: The full-rank phase's learning rate, after that mean-field start.
+FULLRANK_LEARNING_RATE = 1e-3
+
+
+def optimizer(steps: int, learning_rate: float = LEARNING_RATE):
+    """The default optimizer for a fit of ``steps`` steps.
+
+    Parameters
+    ----------
+    steps : int
+        The fit's steps (the length of a decaying schedule).
+    learning_rate : float, default LEARNING_RATE
+        The initial learning rate.
+
+    Returns
+    -------
+    bnn_zoo.inference.optim.Described
+        :data:`OPTIMIZER` on :data:`SCHEDULE`, e.g. ``"adam(lr=constant(0.01))"``.
+
+    Examples
+    --------
+    >>> from bnn_zoo.inference import defaults
+    >>> defaults.optimizer(10_000).description
+    'adam(lr=constant(0.01))'
+    """
+    from bnn_zoo.inference import optim
+
+    return optim.make(OPTIMIZER, learning_rate, steps, schedule_kind=SCHEDULE, final=FINAL)
+
+
+def table() -> list[tuple[str, str, str]]:
+    """The defaults as the documentation prints them.
+
+    Returns
+    -------
+    list of tuple of str
+        ``(setting, value, what it is)``, one row per default.
+
+    Examples
+    --------
+    >>> from bnn_zoo.inference import defaults
+    >>> defaults.table()[0]
+    ('steps', '20000', 'optimisation steps of a fit')
+    """
+    return [
+        ("steps", f"{STEPS}", "optimisation steps of a fit"),
+        ("optimizer", f"{OPTIMIZER}, learning rate {LEARNING_RATE:g}, {SCHEDULE} schedule"
+         + ("" if SCHEDULE == "constant" else f" to {FINAL:g} of it"), "the optimizer (optax)"),
+        ("average", f"{AVERAGE:g}", "share of the final steps whose iterates are averaged into q"),
+        ("init_std", f"{INIT_STD:g}", "q's initial sd of every unconstrained value"),
+        ("warm start", f"{WARM_START:g} of the steps, then learning rate {FULLRANK_LEARNING_RATE:g}",
+         "a full-rank fit without init: its mean-field phase"),
+        ("restarts, pick_at", f"{RESTARTS}, {PICK_AT:g} of the steps",
+         "fit_many: fits from other initial means; when the best runs on alone"),
+        ("checkpoint every", f"{CHECKPOINT_EVERY} steps", "between two checkpoints"),
+        ("draws", f"{DRAWS}", "posterior draws of a command, for predictions and PSIS-LOO"),
+    ]

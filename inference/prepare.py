@@ -1,0 +1,416 @@
+"""Everything a fit builds before its first step: the compiled model, q's initial state, the runner.
+
+:func:`prepare` is what :func:`bnn_zoo.fit` and :func:`bnn_zoo.fit_many`
+share before they take steps, and what the benchmarks time: the model's
+dtype and layout (:func:`model_dtype`), q's initial mean
+(:func:`initial_mean`), which data containers are cut into minibatches
+(:func:`~bnn_zoo.inference.minibatch.minibatch_plan`), the KL weighting
+(:func:`~bnn_zoo.inference.objective.kl_schedule`) and the
+engine's compiled steps (:func:`compiled_steps`). :func:`precision` builds a
+model in float32.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pymc as pm
+import pytensor
+
+from bnn_zoo.inference import checkpoint as ckpt
+from bnn_zoo.inference import core, defaults, estimators, families, objective, optim
+from bnn_zoo.inference.engine import Runner, compile_steps, steps_per_epoch
+from bnn_zoo.inference.families import Family
+from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
+from bnn_zoo.inference.minibatch import minibatch_plan
+from bnn_zoo.inference.objective import ELBO, kl_schedule
+from bnn_zoo.inference.result import FitResult
+
+__all__ = ["MAX_STEPS", "Setup", "check_settings", "compiled_steps", "given_initvals", "initial_mean",
+           "model_dtype", "optimizer_key", "precision", "prepare"]
+
+#: The most steps one fit takes: the ELBO trace is kept in memory, 8 bytes a step.
+MAX_STEPS = 10**8
+
+
+@contextlib.contextmanager
+def precision(float32: bool):
+    """Build a model inside this context to have it in float32 (or float64).
+
+    Sets pytensor's ``floatX`` for the block, so that the variables and data
+    containers built in it take that dtype. :func:`fit` fits a model in the
+    dtype it was built in and refuses one whose float data and variables
+    differ, so build the whole model inside the block.
+
+    Parameters
+    ----------
+    float32 : bool
+        ``True`` for float32, ``False`` for float64.
+
+    Yields
+    ------
+    None
+
+    Examples
+    --------
+    >>> from bnn_zoo.models import mlp_classifier
+    >>> with bnn_zoo.precision(float32=True):
+    ...     model = mlp_classifier(X, y, hidden=(400, 400))
+    >>> result = bnn_zoo.fit(model, batch_size=128)   # fitted in float32
+    """
+    with pytensor.config.change_flags(floatX="float32" if float32 else "float64"):
+        yield
+
+
+def model_dtype(model: pm.Model) -> str:
+    """The float dtype of the model's value variables (all must share it).
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model to fit.
+
+    Returns
+    -------
+    str
+        ``"float32"`` or ``"float64"``.
+
+    Raises
+    ------
+    ValueError
+        For a model without free variables, with a discrete one, with value variables of
+        several dtypes, or with float data of another dtype than its variables.
+    """
+    if not model.free_RVs:
+        raise ValueError("the model has no free variables, so there is nothing to fit: "
+                         "evaluate it with pm.draw or pm.sample_posterior_predictive instead")
+    discrete = [rv for rv in model.free_RVs if not model.rvs_to_values[rv].dtype.startswith("float")]
+    if discrete:
+        rv = discrete[0]
+        raise ValueError(f"free variable {rv.name!r} is discrete ({type(rv.owner.op).__name__.removesuffix('RV')}, "
+                         f"{model.rvs_to_values[rv].dtype}); ADVI fits continuous variables only: marginalise it "
+                         "out of the model (pymc-extras' marginalize), or sample the model with pm.sample")
+    dtypes = {v.dtype for v in model.value_vars}
+    if len(dtypes) != 1 or not dtypes <= {"float32", "float64"}:
+        raise ValueError(f"ADVI needs continuous value variables of one float dtype, got {sorted(dtypes)}: "
+                         "build the model under one floatX (bnn_zoo.precision)")
+    data = {v.dtype for v in model.data_vars if v.dtype.startswith("float")}
+    if data - dtypes:
+        raise ValueError(f"model data is {sorted(data)} but its variables are {dtypes.pop()}: "
+                         "build the whole model inside bnn_zoo.precision()")
+    return dtypes.pop()
+
+
+def _fan_in(shape: tuple) -> int:
+    # Dense weights are (in, out) and conv kernels (kh, kw, in, out): the fan-in
+    # is the product of all but the last axis.
+    return int(np.prod(shape[:-1]))
+
+
+def given_initvals(model: pm.Model) -> frozenset:
+    """The value variables whose initial value the model sets (``initval=``), by name.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model.
+
+    Returns
+    -------
+    frozenset of str
+        Their value variables' names (``sigma_log__`` for a transformed ``sigma``).
+    """
+    return frozenset(model.rvs_to_values[rv].name for rv, value in model.rvs_to_initial_values.items()
+                     if value is not None and rv in model.free_RVs)
+
+
+def initial_mean(layout: Layout, point: dict, seed: int, given: frozenset = frozenset()) -> np.ndarray:
+    """q's initial mean: the model's initial point, plus N(0, 1/fan_in) noise on every weight matrix.
+
+    Every value variable of two or more axes counts as a weight matrix
+    (dense ``(in, out)``, convolution ``(kh, kw, in, out)``); its fan-in is
+    the product of all but its last axis. Biases and scalars start at the
+    initial point (biases at 0, scales at the hyperprior's initial value).
+    The random weights break the symmetry between hidden units, which
+    all-zero means would keep identical. A variable whose initial value the
+    model gives (``initval=``, named in ``given``) starts exactly there.
+
+    Parameters
+    ----------
+    layout : Layout
+        The flat vector's layout (:meth:`Layout.of <bnn_zoo.inference.jaxmodel.Layout.of>`).
+    point : dict of str to numpy.ndarray
+        The model's initial point, ``model.initial_point()``.
+    seed : int
+        Seeds the noise; :func:`fit` passes its own ``seed``.
+    given : frozenset of str, default frozenset()
+        Value variables whose initial value the model gives
+        (:func:`given_initvals`): no noise on them.
+
+    Returns
+    -------
+    numpy.ndarray
+        The flat float64 mean, ``(layout.dim,)``.
+    """
+    rng = np.random.default_rng(seed)
+    mu = layout.flatten(point)
+    for name, slc, shape, _ in layout.slots:
+        if len(shape) >= 2 and name not in given:
+            mu[slc] += rng.normal(0.0, 1.0 / np.sqrt(_fan_in(shape)), size=shape).ravel()
+    return mu
+
+
+
+@dataclass
+class Setup:
+    """A fit before its first step: the compiled model, q's initial state and the engine's runner.
+
+    What :func:`prepare` returns. ``setup.runner.advance(setup.state, 0, k)``
+    takes the first ``k`` steps.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model to fit.
+    family : Family
+        q's variational family.
+    layout : Layout
+        Where each value variable sits in q's flat vector.
+    density : ModelFunction
+        The model compiled to JAX.
+    optimizer : optax.GradientTransformation
+        The optimizer (the default one when none was given).
+    state : ADVIState
+        The state before the first step (:func:`bnn_zoo.inference.core.init`).
+    runner : Runner
+        Runs the compiled steps on the fit's data (:class:`~bnn_zoo.inference.engine.Runner`).
+    settings : dict
+        What defines the objective, as recorded in results; part of the fingerprint.
+    fingerprint : str
+        The fit's checkpoint fingerprint (:func:`~bnn_zoo.inference.checkpoint.fingerprint`).
+    dtype : str
+        The model's float dtype.
+    average_from : int or None
+        The step from which the iterates are averaged (``None``: no averaging).
+    """
+
+    model: pm.Model
+    family: Family
+    layout: Layout
+    density: ModelFunction
+    optimizer: optax.GradientTransformation
+    state: core.ADVIState
+    runner: Runner
+    settings: dict  # what defines the objective (recorded, and part of the fingerprint)
+    fingerprint: str
+    dtype: str
+    average_from: int | None  # the step from which iterates are averaged (None: no averaging)
+
+
+def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
+            optimizer: optax.GradientTransformation | None = None, objective: ELBO | None = None,
+            batch_size: int | None = None, minibatch: Sequence[str] | None = None,
+            init: FitResult | None = None, average: float = defaults.AVERAGE, random_seed: int = 0) -> Setup:
+    """Everything :func:`bnn_zoo.fit` builds before its first step.
+
+    ``setup.runner.advance(setup.state, 0, k)`` then takes ``k`` steps: what
+    :func:`bnn_zoo.fit` loops over, and what the benchmarks time. The
+    parameters are :func:`bnn_zoo.fit`'s, with the same defaults; unlike
+    ``fit``, no mean-field warm start for full rank, no checkpoints and no
+    progress bar.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model to fit.
+    method : {"advi", "fullrank_advi"} or MeanField or FullRank, default "advi"
+        The variational family.
+    steps : int, default bnn_zoo.inference.defaults.STEPS
+        The steps the fit will take (for the default optimizer and the
+        averaging's start).
+    optimizer : optax.GradientTransformation, optional
+        Default: :func:`bnn_zoo.inference.defaults.optimizer`.
+    objective : ELBO, optional
+        The objective; default ``ELBO()``.
+    batch_size : int, optional
+        Minibatch size; ``None`` for the full data.
+    minibatch : sequence of str, optional
+        The data containers cut into minibatches (default: all).
+    init : FitResult, optional
+        Start at another fit's means and marginal sds.
+    average : float, default bnn_zoo.inference.defaults.AVERAGE
+        Share of the final steps whose iterates are averaged.
+    random_seed : int, default 0
+        Seeds the initial means, the noise and the minibatches.
+
+    Returns
+    -------
+    Setup
+        The compiled model, the initial state and the runner.
+
+    Raises
+    ------
+    ValueError
+        For bad arguments, as :func:`bnn_zoo.fit`.
+    """
+    family, init_std = families.resolve(method)
+    objective = ELBO() if objective is None else objective
+    average_from, optimizer = check_settings(family=family, steps=steps, objective=objective, average=average,
+                                             optimizer=optimizer)
+    dtype = model_dtype(model)
+    sliced, n = minibatch_plan(model, minibatch, batch_size)
+    kl_weight, kl_key = kl_schedule(objective.kl_weighting, batch_size, steps_per_epoch(n, batch_size))
+    path_derivative = bool(objective.path_derivative)
+    with pytensor.config.change_flags(floatX=dtype):
+        point = model.initial_point()
+        layout = Layout.of(model, point)
+        density = compile_model(model, layout)
+        if init is None:
+            mean, sd = initial_mean(layout, point, random_seed, given_initvals(model)), np.float64(init_std)
+        else:
+            if not isinstance(init, FitResult):
+                raise ValueError(f"init must be a FitResult of this model (what bnn_zoo.fit returns), got {init!r}")
+            if [(n, s) for n, _, s, _ in init.layout.slots] != [(n, s) for n, _, s, _ in layout.slots]:
+                raise ValueError("init must be a fit of a model with the same variables and shapes")
+            mean, sd = init.family.mean_and_factor(init.params)[0], np.sqrt(np.diag(init.cov()))
+        params = {k: jnp.asarray(v, dtype) for k, v in family.init(mean.astype(dtype), sd).items()}
+        state = core.init(params, optimizer, average=average > 0)
+        # The keys are those of the results and checkpoints written before: they resume.
+        settings = dict(method=family.name, batch_size=batch_size, minibatch=sorted(
+            name for name, cut in zip((v.name for v in model.data_vars), sliced) if cut),
+            beta=objective.beta, kl_weighting=kl_key if isinstance(kl_key, str) else "custom",
+            mc_samples=objective.mc_samples, estimator=objective.estimator, path_derivative=path_derivative,
+            seed=random_seed, dtype=dtype, init_std=init_std if init is None else "from another fit",
+            average=average)
+        fingerprint = ckpt.fingerprint(model, layout, state, settings)
+        data = tuple(jax.device_put(v.get_value()) for v in model.data_vars)
+        steps_fns = compiled_steps(density, family, optimizer, objective, sliced=sliced, n=n,
+                                   batch_size=batch_size, dtype=dtype, kl_weight=kl_weight, kl_key=kl_key,
+                                   average_from=average_from, model=model,
+                                   shapes=tuple((d.shape, str(d.dtype)) for d in data))
+    return Setup(model=model, family=family, layout=layout, density=density, optimizer=optimizer,
+                 state=state, runner=Runner(steps_fns, data, random_seed), settings=settings,
+                 fingerprint=fingerprint, dtype=dtype, average_from=average_from)
+
+
+def check_settings(*, family: Family, steps, objective: ELBO, average, optimizer):
+    """``(average_from, optimizer)`` after checking a fit's settings.
+
+    Parameters
+    ----------
+    family : Family
+        q's family (a per-example-noise estimator needs mean-field q).
+    steps : int
+        The fit's steps, in ``1..MAX_STEPS``.
+    objective : ELBO
+        The objective.
+    average : float
+        The averaged share of the steps, in [0, 1).
+    optimizer : optax.GradientTransformation or None
+        ``None`` for :func:`bnn_zoo.inference.defaults.optimizer`.
+
+    Returns
+    -------
+    average_from : int or None
+        The step from which the iterates are averaged (``None``: no averaging).
+    optimizer : optax.GradientTransformation
+        The optimizer.
+
+    Raises
+    ------
+    ValueError
+        Naming the setting out of range.
+    """
+    if isinstance(steps, bool) or not (isinstance(steps, (int, np.integer)) and 1 <= steps <= MAX_STEPS):
+        raise ValueError(f"steps must be an integer in 1..{MAX_STEPS:,}, got {steps!r}")
+    if not isinstance(objective, ELBO):
+        raise ValueError(f"objective must be a bnn_zoo.ELBO(...), got {objective!r}")
+    if objective.estimator != "weights" and family.name != "advi":
+        raise ValueError(f"ELBO(estimator={objective.estimator!r}) needs mean-field q (method='advi'), "
+                         f"got method={family.name!r}")
+    if not (isinstance(average, (int, float, np.number)) and 0 <= average < 1):
+        raise ValueError(f"average must be in [0, 1), got {average!r}")
+    if optimizer is None:
+        optimizer = defaults.optimizer(steps)
+    if not isinstance(optimizer, optax.GradientTransformation):
+        raise ValueError(f"optimizer must be an optax GradientTransformation, got {optimizer!r}")
+    return (steps - int(round(average * steps)) if average else None), optimizer
+
+
+def compiled_steps(density: ModelFunction, family: Family, optimizer, elbo: ELBO, *, sliced: tuple, n: int,
+                   batch_size: int | None, dtype: str, kl_weight: Callable, kl_key, average_from: int | None,
+                   shapes: tuple, model: pm.Model) -> dict:
+    """The engine's compiled runners for one objective, optimizer and data shape, built once.
+
+    Kept in ``density.jitted``, so that a fit alone and
+    :func:`~bnn_zoo.inference.batch.fit_many` share them.
+
+    Parameters
+    ----------
+    density : ModelFunction
+        The compiled model.
+    family : Family
+        q's family.
+    optimizer : optax.GradientTransformation
+        The optimizer.
+    elbo : ELBO
+        The objective.
+    sliced : tuple of bool
+        Which data containers are cut into minibatches (:func:`minibatch_plan`).
+    n : int
+        Their rows.
+    batch_size : int or None
+        The batch size.
+    dtype : str
+        The model's float dtype.
+    kl_weight : callable
+        The KL weighting (:func:`kl_schedule`).
+    kl_key : object
+        What identifies it.
+    average_from : int or None
+        The step from which the iterates are averaged.
+    shapes : tuple
+        ``(shape, dtype)`` of each data container of one fit.
+    model : pymc.Model
+        The model (for a per-example-noise estimator's likelihood).
+
+    Returns
+    -------
+    dict
+        :func:`~bnn_zoo.inference.engine.compile_steps`' runners.
+    """
+    path_derivative = bool(elbo.path_derivative)
+    key = ("fit", family.name, optimizer_key(optimizer), sliced, batch_size, elbo.beta, elbo.mc_samples, dtype,
+           kl_key, path_derivative, average_from, shapes, elbo.estimator)
+    if key not in density.jitted:
+        likelihood = None if elbo.estimator == "weights" else estimators.compile_likelihood(
+            model, density.layout, elbo.estimator)
+        function = objective.ELBOFunction(density, family, beta=elbo.beta,
+                                          scale=n / batch_size if batch_size else 1.0,
+                                          path_derivative=path_derivative, likelihood=likelihood)
+        density.jitted[key] = compile_steps(function, optimizer, sliced=sliced, n=n, batch_size=batch_size,
+                                            mc_samples=elbo.mc_samples, kl_weight=kl_weight, dtype=dtype,
+                                            average_from=average_from or 0)
+    return density.jitted[key]
+
+
+def optimizer_key(optimizer) -> object:
+    """What identifies the optimizer's computation: its description, or the object itself.
+
+    Parameters
+    ----------
+    optimizer : optax.GradientTransformation
+        The optimizer.
+
+    Returns
+    -------
+    object
+        Its ``description`` when it has one (:mod:`~bnn_zoo.inference.optim`), else itself.
+    """
+    return optimizer.description if isinstance(optimizer, optim.Described) else optimizer
