@@ -53,6 +53,48 @@ nb_execution_excludepatterns = []
 _shared_mnist = HERE.parent.parent / "shared" / "data" / "mnist"
 if "MNIST_DIR" not in os.environ and _shared_mnist.is_dir():
     os.environ["MNIST_DIR"] = str(_shared_mnist)
+MNIST_NOTEBOOK = "examples/mnist_cnn"
+
+
+def reachable(url: str, timeout: float = 3) -> bool:
+    """Whether ``url``'s host accepts a connection on its scheme's port (no request is sent)."""
+    scheme, _, rest = url.partition("://")
+    host = rest.split("/")[0]
+    try:
+        socket.create_connection((host, 443 if scheme == "https" else 80), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def mnist_problem() -> str | None:
+    """Why the MNIST notebook cannot run, in one line, or None.
+
+    It runs when notebooks execute and it is not excluded; it finds the four files as
+    :func:`bnn_zoo.data.mnist.fetch` does (``$MNIST_DIR``, else the user's cache), or downloads
+    them, which needs a mirror to answer. Nothing is downloaded here.
+    """
+    from fnmatch import fnmatch
+
+    from bnn_zoo.data import mnist
+
+    excluded = any(fnmatch(f"{MNIST_NOTEBOOK}.md", p) for p in nb_execution_excludepatterns)
+    if nb_execution_mode == "off" or excluded:
+        return None
+    folder = mnist.resolve_dir()
+    if all((folder / f"{n}.gz").is_file() or (folder / n).is_file() for n in mnist.FILES.values()):
+        return None
+    if any(reachable(m) for m in mnist.MIRRORS):
+        return None  # the notebook downloads the missing files into the folder
+    return (f"make docs: the MNIST notebook ({MNIST_NOTEBOOK}.md) needs MNIST, which is not in {folder} "
+            "and cannot be downloaded (no mirror reachable): set MNIST_DIR to a folder with its four "
+            "IDX files, or build online (BNN_ZOO_DOCS_EXECUTE=off builds without running notebooks)")
+
+
+# Checked before anything runs, so that a build without the data stops at once, not minutes in.
+if (_problem := mnist_problem()) is not None:
+    print(_problem, file=sys.stderr, flush=True)
+    os._exit(2)  # Sphinx turns an exception or sys.exit here into a traceback report
 
 # -- API reference ----------------------------------------------------------------------------
 autosummary_generate = True
@@ -67,7 +109,7 @@ SUBPACKAGES = {
     "inference": "The ADVI engine and posterior handling",
     "evaluation": "Metrics, pruning, plots and comparison tables",
     "data": "Data sets: toy, regression, MNIST",
-    "experiments": "The command-line experiments",
+    "experiments": "The command-line experiments (their modules; the library is above)",
 }
 
 
@@ -100,6 +142,8 @@ def api_page(title: str, modules: list) -> str:
                   "   :no-members:", ""]
         if module.__name__ != "bnn_zoo" and hasattr(module, "__path__"):
             continue  # a subpackage's names are documented in the modules that define them
+        if module.__name__.startswith("bnn_zoo.experiments"):
+            continue  # the commands: what each module does, not the library's API
         names = own_names(module)
         callables = [n for n in names if callable(getattr(module, n))]
         constants = [n for n in names if not callable(getattr(module, n))]
@@ -152,15 +196,6 @@ INTERSPHINX = {
     "optax": "https://optax.readthedocs.io/en/latest/",
     "dask": "https://distributed.dask.org/en/stable/",
 }
-
-
-def reachable(url: str) -> bool:
-    host = url.split("/")[2]
-    try:
-        socket.create_connection((host, 443), timeout=3).close()
-        return True
-    except OSError:
-        return False
 
 
 intersphinx_mapping = {k: (url, None) for k, url in INTERSPHINX.items() if reachable(url)}
