@@ -277,6 +277,17 @@ def _warm_started(model, method, *, steps, optimizer, objective, **settings) -> 
     return full
 
 
+def _non_finite_data(model) -> str:
+    """Where the model's data hold NaN or infinity, in words (empty when they do not)."""
+    for v in model.data_vars:
+        value = np.asarray(v.get_value())
+        if np.issubdtype(value.dtype, np.floating) and not np.isfinite(value).all():
+            where = np.argwhere(~np.isfinite(value))
+            return (f": data {v.name!r} holds {len(where)} non-finite value(s) ({value[tuple(where[0])]} "
+                    f"at index {tuple(int(i) for i in where[0])}); drop or impute them")
+    return ""
+
+
 def _run(model, method, *, steps, optimizer, objective, batch_size, minibatch, init, average, random_seed,
          checkpoint, progressbar) -> FitResult:
     """One fit's loop: prepare, resume, step in chunks, checkpoint, test convergence."""
@@ -315,7 +326,8 @@ def _run(model, method, *, steps, optimizer, objective, batch_size, minibatch, i
                 state, trace = runner.advance(state, i, k)
                 bad = np.flatnonzero(~np.isfinite(trace))
                 if bad.size:
-                    raise NonFiniteLossError(f"ELBO is {trace[bad[0]]} at step {i + bad[0] + 1}")
+                    raise NonFiniteLossError(f"ELBO is {trace[bad[0]]} at step {i + bad[0] + 1}"
+                                             + _non_finite_data(model))
                 elbo[i : i + k] = trace
                 i += k
                 if first_step is None:

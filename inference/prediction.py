@@ -26,6 +26,37 @@ from bnn_zoo.inference.sampling import model_coords, sample
 __all__ = ["predict"]
 
 
+def describe_containers(model: pm.Model) -> str:
+    """The model's data containers in words: name, shape, and what each one is.
+
+    A container the engine made for an array given to ``pm.Minibatch``
+    (``minibatch_0``, ...) says which argument it was; a container that is
+    observed data says so, since predictions need only the inputs.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model (a ``FitResult``'s ``model``).
+
+    Returns
+    -------
+    str
+        One clause per container, e.g. ``"minibatch_0 (500, 2): the 1st array given to
+        pm.Minibatch"``.
+    """
+    observed = {model.rvs_to_values[rv]: rv.name for rv in model.observed_RVs}
+    clauses = []
+    for v in sorted(model.data_vars, key=lambda v: v.name):
+        text = f"{v.name} {tuple(np.shape(v.get_value()))}"
+        if v.name.startswith("minibatch_") and v.name[len("minibatch_"):].isdigit():
+            k = int(v.name[len("minibatch_"):]) + 1
+            text += f": the {k}{'st' if k == 1 else 'nd' if k == 2 else 'rd' if k == 3 else 'th'} array given to pm.Minibatch"
+        if v in observed:
+            text += f"{',' if ':' in text else ':'} observed by {observed[v]} (leave it out to predict)"
+        clauses.append(text)
+    return "; ".join(clauses)
+
+
 def _new_data(model: pm.Model, new_data: Mapping | None) -> tuple[list[np.ndarray], dict[str, int]]:
     """Every container's value for the prediction, and the dims whose length changes.
 
@@ -40,7 +71,7 @@ def _new_data(model: pm.Model, new_data: Mapping | None) -> tuple[list[np.ndarra
     unknown = sorted(set(new_data) - set(containers))
     if unknown:
         raise ValueError(f"model has no data container {', '.join(map(repr, unknown))}; "
-                         f"its containers: {', '.join(containers) or 'none'}")
+                         f"its containers: {describe_containers(model) or 'none'}")
     dims = model.named_vars_to_dims
     changed, old_rows = {}, set()
     for name, value in new_data.items():

@@ -240,7 +240,9 @@ def _fit_group(fits: list[FitResult]):
     for name, _, shape, _ in fits[0].layout.slots:
         stack = np.stack([np.stack([f.mean[name], f.sd[name]]) for f in fits])
         d = value_dims.get(name) or [f"{name}_dim_{i}" for i in range(len(shape))]
-        if len(d) != len(shape):
+        # a transform may change the length (a simplex has one coordinate fewer than its
+        # variable): the variable's dims then do not describe its unconstrained value
+        if len(d) != len(shape) or any(len(coords.get(dim, ())) not in (0, size) for dim, size in zip(d, shape)):
             d = [f"{name}_dim_{i}" for i in range(len(shape))]
         if len(fits) == 1:
             data[name] = (["param", *d], stack[0])

@@ -478,3 +478,16 @@ def test_a_full_rank_fit_that_ends_below_its_mean_field_start_has_not_converged(
     good = bnn_zoo.fit(model, method="fullrank_advi", init=warm, steps=2000, optimizer=optax.adam(0.01),
                        progressbar=False)
     assert good.convergence.converged and good.elbo_final > warm.elbo_final - 1
+
+
+def test_a_non_finite_elbo_names_the_data_that_caused_it():
+    x = np.linspace(-1, 1, 20)
+    y = 2 * x
+    x[7] = np.inf
+    with pm.Model() as model:
+        xd = pm.Data("x", x)
+        b = pm.Normal("b", 0, 1)
+        pm.Normal("y", b * xd, 1, observed=y)
+    with pytest.raises(NonFiniteLossError, match=r"at step 1: data 'x' holds 1 non-finite value\(s\) \(inf at "
+                                                 r"index \(7,\)\); drop or impute them"):
+        bnn_zoo.fit(model, steps=10, progressbar=False)

@@ -72,3 +72,16 @@ def test_source_documents_are_named_by_their_authors_not_a_file_number(path):
         text = text.replace(SEED_NUMBER.pattern, "")
     hits = [m.group(0) for m in SEED_NUMBER.finditer(text)]
     assert not hits, f"{path.relative_to(ROOT)} says {hits[:3]}: name the document by its authors and title"
+
+
+def test_the_contributing_page_maps_every_module():
+    import importlib
+    import pkgutil
+
+    page = (ROOT / "docs" / "contributing.md").read_text()
+    names = ["bnn_zoo", "bnn_zoo.cli"]
+    for sub in ("models", "inference", "evaluation", "data", "experiments"):
+        pkg = importlib.import_module(f"bnn_zoo.{sub}")
+        names += [f"bnn_zoo.{sub}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__)]
+    missing = [n for n in names if f"`{n}`" not in page]
+    assert not missing, f"docs/contributing.md's module map lacks {missing}"

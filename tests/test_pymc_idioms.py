@@ -137,3 +137,57 @@ def test_initial_values_given_with_initval_are_where_q_starts():
     np.testing.assert_allclose(mean["w"], start)
     np.testing.assert_allclose(mean["s_log__"], np.log(2.0))
     assert np.abs(mean["v"]).max() > 0.05  # v starts away from its zero initial point
+
+
+def test_minibatch_over_data_containers_fits_as_pm_fit_does():
+    """pm.Minibatch(pm.Data, pm.Data): the containers keep their names, once each."""
+    rng = np.random.default_rng(0)
+    n = 500
+    X = rng.normal(size=n)
+    Y = 1 + 2 * X + rng.normal(size=n)
+    with pm.Model() as model:
+        xd, yd = pm.Data("xd", X), pm.Data("yd", Y)
+        xb, yb = pm.Minibatch(xd, yd, batch_size=50)
+        a, b, s = pm.Normal("a", 0, 10), pm.Normal("b", 0, 10), pm.HalfNormal("sigma", 1)
+        pm.Normal("y_obs", a + b * xb, s, observed=yb, total_size=n)
+    result = bnn_zoo.fit(model, steps=3000, progressbar=False)
+    assert sorted(v.name for v in result.model.data_vars) == ["xd", "yd"]
+    assert abs(result.mean["b"] - 2.0) < 0.15 and abs(result.mean["a"] - 1.0) < 0.15
+    pred = bnn_zoo.predict(result, {"xd": np.array([0.0, 1.0])}, var_names=["y_obs"], draws=200)
+    assert pred["predictions"]["y_obs"].shape[-1] == 2
+
+
+def test_a_minibatch_model_names_its_generated_containers_when_asked_for_another():
+    rng = np.random.default_rng(1)
+    X, Y = rng.normal(size=(300, 2)), rng.normal(size=300)
+    with pm.Model() as model:
+        xb, yb = pm.Minibatch(X, Y, batch_size=30)
+        w = pm.Normal("w", 0, 1, shape=2)
+        pm.Normal("y_obs", xb @ w, 1, observed=yb, total_size=300)
+    result = bnn_zoo.fit(model, steps=50, progressbar=False)
+    with pytest.raises(ValueError, match=r"no data container 'X'; its containers: minibatch_0 \(300, 2\): the 1st "
+                                         r"array given to pm.Minibatch; minibatch_1 \(300,\): the 2nd array given "
+                                         r"to pm.Minibatch, observed by y_obs \(leave it out to predict\)"):
+        bnn_zoo.predict(result, {"X": X[:3]})
+    assert bnn_zoo.predict(result, {"minibatch_0": X[:3]}, var_names=["y_obs"], draws=5)[
+        "predictions"]["y_obs"].shape[-1] == 3
+
+
+def test_transforms_that_change_a_length_keep_sample_working_with_dims():
+    """A simplex (Dirichlet) has one unconstrained coordinate fewer than its variable: the
+    variable's dims stay on the variable's draws, not on q's value."""
+    rng = np.random.default_rng(0)
+    y = np.concatenate([rng.normal(-2, 1, 100), rng.normal(3, 1, 100)])
+    with pm.Model(coords={"component": [0, 1], "group": ["a", "b", "c"]}) as model:
+        w = pm.Dirichlet("w", a=np.ones(2), dims="component")
+        mu = pm.Normal("mu", 0, 5, dims="component", transform=pm.distributions.transforms.ordered,
+                       initval=[-1.0, 1.0])
+        sd = pm.HalfNormal("sd", 2, dims="component")
+        pm.ZeroSumNormal("offsets", sigma=1.0, dims="group")
+        pm.NormalMixture("y", w=w, mu=mu, sigma=sd, observed=y)
+    result = bnn_zoo.fit(model, steps=2000, progressbar=False)
+    idata = bnn_zoo.sample(result, 100)
+    post = idata["posterior"]
+    assert post["w"].dims[-1] == "component" and post["offsets"].dims[-1] == "group"
+    assert post["mu"].mean(("chain", "draw")).values[0] < 0 < post["mu"].mean(("chain", "draw")).values[1]
+    assert idata["fit"]["w_simplex__"].shape[-1] == 1
