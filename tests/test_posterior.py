@@ -218,7 +218,7 @@ def test_predict_refuses_bad_input(fitted):
     split, result, idata = fitted
     with pytest.raises(ValueError, match="no variable 'W_9'"):
         predict(result, {"X": split.X_test}, idata=idata, var_names=["W_9"])
-    with pytest.raises(ValueError, match="no data container 'Z'; its containers: X, y"):
+    with pytest.raises(ValueError, match=r"no data container 'Z'; its containers: X \(200, 2\); y \(200,\)"):
         predict(result, {"Z": split.X_test}, idata=idata)
     with pytest.raises(ValueError, match=r"shape \(n, 2\)"):
         predict(result, {"X": split.X_test[:, :1]}, idata=idata)
