@@ -49,7 +49,7 @@ HIDDEN = (400, 800, 1024, 1200)
 #: 2x400 network's test error grows the longer it is fitted. The measurements:
 #: docs/reproductions.md (mnist-defaults).
 DEFAULTS = dict(epochs=100, batch_size=128, lr=1e-3, beta=0.1, init_std=0.03, draws=10,
-                kl_weighting="blundell", checkpoint_every=2000, average=0.0)
+                kl_weighting="blundell", checkpoint_every=2000, average=0.0, pick_at=0.0)
 #: Images per forward pass when predicting (:func:`bnn_zoo.predict`'s ``chunk``).
 PREDICT_CHUNK = 2000  # test images per forward pass
 

@@ -40,7 +40,7 @@ __all__ = ["CNN_HYPERPRIOR_PARAMS", "DEFAULTS", "EXPERIMENT", "PREDICT_CHUNK", "
 #: weights outweighs the 50,000 images and the CNN underfits, underconfident. The measurements:
 #: docs/reproductions.md (mnist-defaults).
 DEFAULTS = dict(epochs=30, batch_size=128, lr=2e-3, beta=0.1, init_std=1e-3, draws=100,
-                checkpoint_every=500, average=0.0)
+                checkpoint_every=500, average=0.0, pick_at=0.0)
 #: The CNN's hyperprior parameters, where they differ from the registry's defaults.
 CNN_HYPERPRIOR_PARAMS = {"inversegamma": {"alpha": 3.0, "beta": 2.0}}
 #: Test images per forward pass when predicting (:func:`bnn_zoo.predict`'s ``chunk``).

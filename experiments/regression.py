@@ -62,7 +62,7 @@ ARCHITECTURE = {"sine": dict(hidden=(10, 10), activation="tanh", restarts=5),
 #: mean-field start where 1e-3 falls below it. The measurements: docs/reproductions.md
 #: (regression-defaults).
 DEFAULTS = dict(steps=50_000, lr=0.003, lr_schedule="cosine", lr_final=0.01, init_std=0.01, draws=1000,
-                restarts=None, beta=None, fullrank_lr=1e-4, average=0.0)
+                restarts=None, beta=None, fullrank_lr=1e-4, average=0.0, pick_at=0.0)
 #: Noise draws per posterior draw for the predictive interval
 #: (:func:`bnn_zoo.evaluation.metrics.predictive_interval`).
 PREDICTIVE_REPLICAS = 4  # noise draws per posterior draw for the predictive interval

@@ -60,7 +60,7 @@ BATCH_SIZE = 1000
 #: Minibatches of ``--batch-size`` rows (default :data:`BATCH_SIZE`) on the data sets that have more
 #: training rows; the others are fitted full-batch.
 DEFAULTS = dict(steps=10_000, lr=0.01, lr_schedule="cosine", lr_final=0.01, init_std=0.01, draws=500,
-                average=0.0, fullrank_lr=1e-6)
+                average=0.0, fullrank_lr=1e-6, pick_at=0.0)
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,12 @@ class UCIConfig(RunConfig):
         The deep ensemble's MAP fits.
     data_dir : str, default ""
         The data's folder (``""``: :func:`bnn_zoo.data.uci.resolve_dir`'s).
+    pick_at : float, default 0.0
+        No early pick: each fit is one restart (and the records' keys stay those of the
+        stores written before the one set of defaults).
     """
 
+    pick_at: float = 0.0  # one restart per fit; part of every record's key
     uci: str = "yacht"
     split: int = 0
     approach: str = "advi"
