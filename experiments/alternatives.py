@@ -31,7 +31,6 @@ compares the methods (:func:`compare`) and is the command (:func:`main`).
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import multiprocessing
 import sys
 from pathlib import Path
@@ -39,7 +38,8 @@ from pathlib import Path
 from bnn_zoo.experiments.alternatives_cases import (BENCHES, BENCHMARKS, METHODS, NOT_ON, REGRESSION_TASKS,
                                                     Benchmark, Spec)
 from bnn_zoo.experiments.alternatives_fits import load_draws, run_one
-from bnn_zoo.experiments.flags import UsageError, check_writable, names, nonneg_int, positive_int
+from bnn_zoo.experiments.flags import Parser, UsageError, check_writable, names, nonneg_int, positive_int
+from bnn_zoo.experiments.runtime import children_ignore_sigint, keep_interrupts
 from bnn_zoo.experiments.store import Store
 
 __all__ = ["build_parser", "compare", "main", "specs"]
@@ -112,11 +112,11 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     Returns
     -------
     argparse.ArgumentParser
-        The parser.
+        A :class:`~bnn_zoo.experiments.flags.Parser`: a bad flag is one line on stderr and exit code 2.
     """
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    p = Parser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("benchmark", choices=BENCHMARKS)
-    p.add_argument("--methods", type=names(METHODS), default=None,
+    p.add_argument("--methods", type=names(METHODS, "method"), default=None,
                    help=f"comma-separated, from {', '.join(METHODS)} (default: all the benchmark runs)")
     p.add_argument("--cases", type=str, default=None,
                    help="toy: the data set (moons or circles; default moons); regression: tasks from "
@@ -181,10 +181,14 @@ def main(argv=None, prog: str = "bnn-zoo alternatives") -> int:
     Returns
     -------
     int
-        The exit code: 0 on success, 2 on a bad flag value, a missing MNIST or an unwritable
-        folder (one line on stderr, before any fit).
+        The exit code: 0 on success and for ``--help``; 2 on a bad flag value, a missing MNIST
+        or an unwritable folder (one line on stderr, before any fit); 130 on an interrupt (one
+        line), after which the same command goes on from the methods stored.
     """
-    args = build_parser(prog).parse_args(argv)
+    try:
+        args = build_parser(prog).parse_args(argv)
+    except SystemExit as exit_:  # --help (0), or a bad flag: the parser's one line (2)
+        return exit_.code
     try:
         todo = specs(args)
         methods = [m for m in (args.methods or METHODS) if m not in NOT_ON.get(args.benchmark, ())]
@@ -200,8 +204,21 @@ def main(argv=None, prog: str = "bnn-zoo alternatives") -> int:
     except (UsageError, ValueError, OSError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
+    try:
+        with keep_interrupts():
+            _run_all(args, todo, methods)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted (rerun the same command to go on)", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _run_all(args, todo: list[Spec], methods: list[str]) -> None:
+    store = Store(args.out)
+    store.open()
+    store.report_damaged(lambda line: print(line, file=sys.stderr))
     for spec in todo:
-        done = Store(args.out).done() if args.out.exists() else set()
+        done = store.done()
         for method in methods:
             if f"{spec.key_prefix}-{method}" in done:
                 print(f"{spec.key_prefix} {method}: done before (in {args.out})")
@@ -213,15 +230,44 @@ def main(argv=None, prog: str = "bnn-zoo alternatives") -> int:
         bench = BENCHES[spec.benchmark](spec)
         table = compare(spec, bench, args.out, methods, args.figures)
         print(table.to_string(float_format=lambda v: f"{v:.4g}"))
-    return 0
 
 
 def _run(spec: Spec, method: str, out: Path, processes: int) -> dict:
+    """One method, here or in a fresh spawned process (which leaves Ctrl-C to this one, that ends it)."""
     if not processes:
         return run_one(spec, method, str(out))
     ctx = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
-        return pool.submit(run_one, spec, method, str(out)).result()
+    receive, send = ctx.Pipe(duplex=False)
+    with children_ignore_sigint():
+        child = ctx.Process(target=_child, args=(send, spec, method, str(out)))
+        child.start()
+    send.close()
+    try:
+        record, failure = receive.recv()
+    except EOFError:  # it died without a word (a signal, the memory killer)
+        child.join()
+        raise RuntimeError(f"the process of {method} ended with exit code {child.exitcode} "
+                           "before it stored its record") from None
+    finally:
+        receive.close()
+        if child.is_alive():  # interrupted: its record and draws are written atomically, or not at all
+            child.terminate()
+        child.join()
+    if failure is not None:
+        raise RuntimeError(f"{method} failed in its process:\n{failure}")
+    return record
+
+
+def _child(send, spec: Spec, method: str, out: str) -> None:
+    """A spawned process's work: :func:`run_one`, and its record or its traceback back through ``send``."""
+    try:
+        result = (run_one(spec, method, out), None)
+    except Exception:
+        import traceback
+
+        result = (None, traceback.format_exc())
+    send.send(result)
+    send.close()
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ from bnn_zoo.data.mnist import MNISTError
 from bnn_zoo.experiments.config import Evaluation, Experiment, Record, RunConfig
 from bnn_zoo.experiments.fit_flags import build_parser
 from bnn_zoo.experiments.flags import UsageError, check_writable
-from bnn_zoo.experiments.runtime import run_lock, run_many, use_compilation_cache, xla_flags
+from bnn_zoo.experiments.runtime import keep_interrupts, run_lock, run_many, use_compilation_cache, xla_flags
 from bnn_zoo.inference import CheckpointError, ConvergenceWarning, NonFiniteLossError, optim, psis
 from bnn_zoo.inference.prepare import MAX_STEPS
 from bnn_zoo.inference.diagnostics import Convergence
@@ -323,7 +323,7 @@ def main(exp: Experiment, argv=None, prog: str | None = None) -> int:
             if exp.minibatches:
                 _checkpoints(cfg)
         use_compilation_cache()
-        with contextlib.ExitStack() as locks, xla_flags(exp.xla_flags):
+        with contextlib.ExitStack() as locks, xla_flags(exp.xla_flags), keep_interrupts():
             for cfg in cfgs:
                 locks.enter_context(run_lock(cfg.run_dir))
             t0 = time.perf_counter()

@@ -2,6 +2,9 @@
 
 - :func:`run_many`: groups of runs in forked worker processes, each on a
   core of its own, with single-threaded XLA;
+- :func:`children_ignore_sigint`: worker processes that leave Ctrl-C to this
+  one, which shuts them down and prints one line; :func:`keep_interrupts`:
+  no Ctrl-C lost where Python cannot raise it;
 - :func:`add_xla_flag`, :func:`xla_flags` and :func:`worker_xla_flags`: XLA
   flags that keep the user's own; :func:`jaxlib_at_least` for flags that
   only newer jaxlib knows; :func:`use_compilation_cache`, JAX's programs kept
@@ -22,16 +25,18 @@ import multiprocessing as mp
 import os
 import re
 import resource
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bnn_zoo.experiments.flags import UsageError
 
-__all__ = ["add_xla_flag", "cluster", "jaxlib_at_least", "peak_rss_mb", "progress", "run_lock", "run_many",
-           "use_compilation_cache", "worker_xla_flags", "xla_flags"]
+__all__ = ["add_xla_flag", "children_ignore_sigint", "cluster", "jaxlib_at_least", "keep_interrupts",
+           "peak_rss_mb", "progress", "run_lock", "run_many", "use_compilation_cache", "worker_xla_flags", "xla_flags"]
 
 
 # --- worker processes -----------------------------------------------------------
@@ -101,7 +106,70 @@ def _pool(jobs: int):
     queue = ctx.SimpleQueue()
     for i in range(jobs):
         queue.put(cores[i] if jobs <= len(cores) else None)
-    return ctx.Pool(jobs, initializer=_worker_init, initargs=(queue,))
+    with children_ignore_sigint():
+        return ctx.Pool(jobs, initializer=_worker_init, initargs=(queue,))
+
+
+@contextlib.contextmanager
+def children_ignore_sigint():
+    """Start worker processes inside this block: they ignore SIGINT, and this process handles it.
+
+    Ctrl-C sends SIGINT to every process of the terminal's foreground group,
+    workers included; a worker that raised ``KeyboardInterrupt`` would print
+    its own traceback. A process inherits an ignored SIGINT through ``fork``
+    and ``exec``, and Python then leaves it ignored, so the workers started
+    here never see Ctrl-C: this process gets it alone, shuts them down
+    (a pool's ``terminate``, a cluster's ``close``) and prints the one line.
+    This process ignores SIGINT too while the block runs (a Ctrl-C then is
+    lost), so the block holds only the workers' start. Outside the main
+    thread, where Python cannot change a signal's handler, it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def keep_interrupts():
+    """While the block runs, a Ctrl-C that Python would drop is raised again a moment later.
+
+    A ``KeyboardInterrupt`` raised where it cannot propagate, in a garbage
+    collector's callback (JAX runs one at every collection) or a ``__del__``,
+    is printed as "Exception ignored in ..." and lost: the command runs on.
+    Here it is not printed, and SIGALRM raises it again 10 ms later, where
+    the main thread is then (again if that too drops it). In the main thread
+    only; elsewhere it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def again(signum, frame):
+        raise KeyboardInterrupt
+
+    armed = []
+
+    def hook(unraisable):
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            armed.append(True)
+            signal.setitimer(signal.ITIMER_REAL, 0.01)  # not now: it would be raised in this hook, and lost
+        else:
+            previous_hook(unraisable)
+
+    previous_hook, previous_alarm = sys.unraisablehook, signal.signal(signal.SIGALRM, again)
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        if armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous_alarm)
+        sys.unraisablehook = previous_hook
 
 
 def _worker_init(cores) -> None:
@@ -272,16 +340,25 @@ def cluster(args):
 
     # Shutting workers down that hold JAX's threads takes a few seconds: not worth a warning.
     logging.getLogger("distributed.nanny").setLevel(logging.ERROR)
-    with xla_flags(worker_xla_flags()):
+    with xla_flags(worker_xla_flags()), children_ignore_sigint():
         cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
                                dashboard_address=":0")  # any free port: never a clash
     client = Client(cluster)
+    client.run(_quiet_worker_close)
 
     def close():
         client.close()
         cluster.close()
 
     return client, close
+
+
+def _quiet_worker_close() -> None:
+    # A worker closed while it runs a task (after Ctrl-C) warns of each task it drops; the
+    # interrupt's own line says it all. The logger warns of nothing else.
+    import logging
+
+    logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
 
 
 class progress:

@@ -7,11 +7,13 @@ The folder (:class:`Store`):
 - ``draws/<key>.nc``: the fit's draws, written before its record;
 - ``fits.parquet``: every record in the store in one table
   (:meth:`Store.consolidate`);
-- ``damaged/``: records that could not be read, set aside
-  (:meth:`Store.set_aside_damaged`).
+- ``damaged/``: records that could not be read, or that hold another
+  record's content, set aside (:meth:`Store.set_aside_damaged`).
 
 A record's presence means its fit is done, so a rerun of a killed job fits
-only what is missing.
+only what is missing. A record is trusted only if it holds one row whose
+``key`` is its file's name: one copied over another, cut short or holding
+two rows is set aside and fitted again, so the table has one row per key.
 """
 
 from __future__ import annotations
@@ -52,30 +54,56 @@ class Store:
                     stale.unlink()
 
     def set_aside_damaged(self) -> list[tuple[str, str]]:
-        """Move every record that cannot be read into ``root / "damaged"``, so that it is fitted again.
+        """Move every record that is not its fit's into ``root / "damaged"``, so that it is fitted again.
 
-        A record cut short (a full disk, a bad copy) or otherwise unreadable would stop every later
-        run of the sweep in pyarrow; set aside, its fit counts as not done, and the other records
-        stay as they are. Its draws, if any, are overwritten by the new fit.
+        A record is damaged when it cannot be read (cut short by a full disk
+        or a bad copy, or garbled), when it does not hold exactly one row, or
+        when its ``key`` is not its file's name (another record copied over
+        it, or a copy under a new name): trusted, it would stop the job in
+        pyarrow, or put one fit in the table twice and leave another out. Set
+        aside, its fit counts as not done, and the other records stay as they
+        are. Its draws, if any, are overwritten by the new fit. A name taken
+        in ``damaged/`` already gets a number (``<key>.1.parquet``).
 
         Returns
         -------
         list of (str, str)
-            Each damaged record's key and why it cannot be read.
+            Each damaged record's key (its file's name) and what is wrong with it.
         """
-        import pyarrow.parquet as pq
-
         damaged = []
         for path in sorted(self.records.glob("*.parquet")):
             if path.name.startswith("."):
                 continue
-            try:
-                pq.read_table(path)
-            except Exception as err:  # pyarrow raises several types for a cut-short or garbled file
-                (self.root / "damaged").mkdir(exist_ok=True)
-                path.replace(self.root / "damaged" / path.name)
-                damaged.append((path.stem, f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"))
+            why = _fault(path)
+            if why is not None:
+                folder = self.root / "damaged"
+                folder.mkdir(exist_ok=True)
+                target, n = folder / path.name, 0
+                while target.exists():
+                    n += 1
+                    target = folder / f"{path.stem}.{n}{path.suffix}"
+                path.replace(target)
+                damaged.append((path.stem, why))
         return damaged
+
+    def report_damaged(self, report) -> int:
+        """Set the damaged records aside (:meth:`set_aside_damaged`), with a line each through ``report``.
+
+        Parameters
+        ----------
+        report : callable
+            Called with one line per record set aside: its key, what is
+            wrong with it and where it went.
+
+        Returns
+        -------
+        int
+            The records set aside.
+        """
+        damaged = self.set_aside_damaged()
+        for key, why in damaged:
+            report(f"record {key} is damaged ({why}): set aside in {self.root / 'damaged'}")
+        return len(damaged)
 
     def done(self) -> set[str]:
         """The keys of the fits in the store."""
@@ -94,10 +122,17 @@ class Store:
         atomic_write(self.records / f"{record['key']}.parquet", lambda tmp: frame.to_parquet(tmp, index=False))
 
     def table(self, keys: list[str]):
-        """The records of ``keys`` as one DataFrame."""
+        """The records of ``keys`` as one DataFrame, one row per key, in their order.
+
+        Raises ``ValueError`` if a record is not its key's alone: one that
+        :meth:`set_aside_damaged` would set aside.
+        """
         import pandas as pd
 
         frames = [pd.read_parquet(self.records / f"{k}.parquet") for k in keys]
+        for key, frame in zip(keys, frames):
+            if list(frame.get("key", [])) != [key]:
+                raise ValueError(f"record {key} in {self.records} is damaged; the job sets it aside and fits it again")
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     def consolidate(self) -> Path:
@@ -108,6 +143,24 @@ class Store:
         path = self.root / "fits.parquet"
         atomic_write(path, lambda tmp: table.to_parquet(tmp, index=False))
         return path
+
+
+def _fault(path: Path) -> str | None:
+    """What is wrong with a record file, or ``None``: one row, whose ``key`` is the file's name."""
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as err:  # pyarrow raises several types for a cut-short or garbled file
+        return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    if "key" not in table.column_names:
+        return "it has no key"
+    keys = table.column("key").to_pylist()
+    if len(keys) != 1:
+        return f"it holds {len(keys)} rows, not one"
+    if keys[0] != path.stem:
+        return f"it holds the record of {keys[0]}"
+    return None
 
 
 def _flat(record: dict) -> dict:

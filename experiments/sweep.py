@@ -53,7 +53,8 @@ from pathlib import Path
 from bnn_zoo.experiments import toy_priors as toy
 from bnn_zoo.experiments.flags import (HelpFormatter, Parser, UsageError, check_writable, int_list, n_train, names,
                                        nonneg_int, positive_float, positive_int, unit_interval)
-from bnn_zoo.experiments.runtime import cluster, progress, run_lock, use_compilation_cache, worker_xla_flags, xla_flags
+from bnn_zoo.experiments.runtime import (cluster, keep_interrupts, progress, run_lock, use_compilation_cache,
+                                         worker_xla_flags, xla_flags)
 from bnn_zoo.experiments.store import Store
 from bnn_zoo.experiments.sweep_fits import bayes_task, fit_task
 from bnn_zoo.experiments.sweep_spec import fit_key, specs, split_settings, tasks
@@ -67,7 +68,7 @@ __all__ = ["build_parser", "check", "main", "run_sweep"]
 def run_sweep(args, report=print) -> tuple[Path, int]:
     """Fit what the store lacks; returns the consolidated table's path and the fits done now.
 
-    Sets aside the records that cannot be read
+    Sets aside the records that cannot be read or are not their key's
     (:meth:`~bnn_zoo.experiments.store.Store.set_aside_damaged`), runs the
     tasks in this process or on a Dask cluster
     (:func:`~bnn_zoo.experiments.runtime.worker_xla_flags` on a local one),
@@ -81,7 +82,8 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
         The sweep's parsed flags (:func:`build_parser`).
     report : callable, default print
         Called with a line per damaged record set aside, and the line that
-        counts the sweep's fits, those already in the store and those to fit.
+        counts the sweep's fits, those already in the store, those to fit and
+        the damaged records set aside.
 
     Returns
     -------
@@ -99,12 +101,11 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
         raise UsageError("the sweep's lists repeat a value (two fits with the same settings)")
     store = Store(args.out)
     store.open()
-    for key, why in store.set_aside_damaged():
-        report(f"record {key} is damaged ({why}); set aside in {args.out / 'damaged'}, it is fitted again")
+    damaged = store.report_damaged(report)
     done = store.done()
     todo = [c for c, k in zip(cfgs, keys) if k not in done]
     report(f"{len(cfgs)} fits in the sweep, {len(cfgs) - len(todo)} already in {args.out}, "
-           f"{len(todo)} to fit")
+           f"{len(todo)} to fit" + (f"; {damaged} damaged record{'s' * (damaged > 1)} set aside" if damaged else ""))
     work = tasks(todo, args.fits_per_task)
     splits = {json.dumps(split_settings(c), sort_keys=True): split_settings(c) for c in todo}
     client, close = cluster(args)
@@ -280,7 +281,7 @@ def main(argv=None, prog: str = "bnn-zoo sweep") -> int:
         check(args)
         use_compilation_cache()
         # in this process (--workers 1) the flags apply if JAX has not started yet
-        with run_lock(args.out), warnings.catch_warnings(), xla_flags(worker_xla_flags()):
+        with run_lock(args.out), warnings.catch_warnings(), xla_flags(worker_xla_flags()), keep_interrupts():
             warnings.simplefilter("ignore", UserWarning)  # k-hat and convergence are in the records
             t0 = time.perf_counter()
             path, fitted = run_sweep(args, report=lambda line: print(line, file=sys.stderr))

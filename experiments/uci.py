@@ -35,7 +35,8 @@ from bnn_zoo.experiments import fit_flags
 from bnn_zoo.experiments.config import Experiment
 from bnn_zoo.experiments.flags import (HelpFormatter, Parser, UsageError, check_writable, names, positive_float,
                                        positive_int)
-from bnn_zoo.experiments.runtime import cluster, progress, run_lock, use_compilation_cache, worker_xla_flags, xla_flags
+from bnn_zoo.experiments.runtime import (cluster, keep_interrupts, progress, run_lock, use_compilation_cache,
+                                         worker_xla_flags, xla_flags)
 from bnn_zoo.experiments.store import Store
 from bnn_zoo.experiments.uci_fits import (BATCH_SIZE, DEFAULTS, FULLRANK_MAX_PARAMS, METHODS, UCIConfig, fit_key,
                                           fit_task, model, tasks)
@@ -136,8 +137,9 @@ def run_job(args, report=print) -> tuple[Path, int]:
     args : argparse.Namespace
         The parsed flags (:func:`build_parser`).
     report : callable, default print
-        Called with the line that counts the job's fits, and a line per damaged
-        record set aside.
+        Called with a line per damaged record set aside (one that cannot be read or is
+        not its key's, :meth:`~bnn_zoo.experiments.store.Store.set_aside_damaged`), and
+        the line that counts the job's fits and the records set aside.
 
     Returns
     -------
@@ -158,12 +160,12 @@ def run_job(args, report=print) -> tuple[Path, int]:
     if args.table_only and not keys & store.done():
         raise UsageError(f"--table-only: {store.root} holds none of this job's fits")
     store.open()
-    for key, why in store.set_aside_damaged():
-        report(f"record {key} is damaged ({why}); set aside in {store.root / 'damaged'}, it is fitted again")
+    damaged = store.report_damaged(report)
     done = store.done()
     todo = [c for c in cfgs if fit_key(c) not in done]
     report(f"{len(cfgs)} fits in the job, {len(cfgs) - len(todo)} already in {store.root}, "
-           + (f"{len(todo)} left out (--table-only)" if args.table_only else f"{len(todo)} to fit"))
+           + (f"{len(todo)} left out (--table-only)" if args.table_only else f"{len(todo)} to fit")
+           + (f"; {damaged} damaged record{'s' * (damaged > 1)} set aside" if damaged else ""))
     work = [] if args.table_only else tasks(todo, args.splits_per_task)
     client, close = cluster(args) if work else (None, lambda: None)
     try:
@@ -299,7 +301,7 @@ def main(argv=None, prog: str = "bnn-zoo uci") -> int:
             raise UsageError(f"--scheduler must be a Dask address such as tcp://host:8786, got {args.scheduler!r}")
         check_writable(args.out, "--out")
         use_compilation_cache()
-        with run_lock(args.out / "uci"), xla_flags(worker_xla_flags()):
+        with run_lock(args.out / "uci"), xla_flags(worker_xla_flags()), keep_interrupts():
             t0 = time.perf_counter()
             path, fitted = run_job(args, report=lambda line: print(line, file=sys.stderr))
             seconds = time.perf_counter() - t0

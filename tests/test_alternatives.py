@@ -172,6 +172,14 @@ def test_toy_benchmark_compares_every_method_with_nuts(tmp_path, capsys):
     capsys.readouterr()
     assert bench.main([*argv, "--methods", "advi,sgld"]) == 0  # resumes: nothing refitted
     assert "sgld: done before" in capsys.readouterr().out
+    # a record copied over another is set aside and its method fitted again
+    records = out / "records"
+    shutil.copyfile(records / "toy-moons-s0-quick-advi.parquet", records / "toy-moons-s0-quick-sgld.parquet")
+    assert bench.main([*argv, "--methods", "advi,sgld"]) == 0
+    printed = capsys.readouterr()
+    assert "record toy-moons-s0-quick-sgld is damaged (it holds the record of toy-moons-s0-quick-advi)" in printed.err
+    assert "advi: done before" in printed.out and "sgld: done before" not in printed.out
+    assert pd.read_parquet(records / "toy-moons-s0-quick-sgld.parquet")["method"].item() == "sgld"
 
 
 def test_a_spawned_method_reports_its_own_peak_memory_not_its_parents():
@@ -218,6 +226,11 @@ def test_mnist_benchmark_rotations_and_ood(monkeypatch, mnist_tiny_dir, tiny_che
     (["toy", "--cases", "spirals"], "--cases: unknown spirals"),
     (["mnist", "--methods", "nuts"], "nuts do not run on mnist"),
     (["toy", "--noise", "-1"], "--noise"),
+    (["spirals"], "argument benchmark: invalid choice: 'spirals'"),
+    (["toy", "--methods", "hmc"], "argument --methods: unknown method hmc"),
+    (["toy", "--processes", "2"], "argument --processes: invalid choice: 2"),
+    (["toy", "--seed", "-1"], "argument --seed"),
+    (["toy", "--noise", "high"], "argument --noise: invalid float value: 'high'"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys, argv, message):
     assert bench.main([*argv, "--out", str(tmp_path / "out"), "--figures", str(tmp_path / "fig")]) == 2

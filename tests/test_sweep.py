@@ -125,23 +125,43 @@ def test_kill_9_then_rerun_loses_and_duplicates_nothing(tmp_path):
     pd.testing.assert_frame_equal(killed, uninterrupted, check_exact=False, rtol=1e-9)
 
 
+def damage(records) -> list[str]:
+    """Damage a store's records as a careless copy or a full disk does: one record copied over another,
+    one cut short, one holding its row twice, and a copy of one under a name of its own. Returns the
+    names of the damaged files (without ``.parquet``)."""
+    import shutil
+
+    a, b, c, d = sorted(p for p in records.glob("*.parquet"))[:4]
+    shutil.copyfile(a, b)  # b's name, a's record: the store would count b done and hold a twice
+    c.write_bytes(c.read_bytes()[: c.stat().st_size // 2])
+    row = pd.read_parquet(d)
+    pd.concat([row, row]).to_parquet(d, index=False)
+    shutil.copyfile(a, records / "copy.parquet")
+    return sorted([b.stem, c.stem, d.stem, "copy"])
+
+
 def test_a_damaged_record_is_set_aside_and_fitted_again(tmp_path, capsys):
+    """A record copied over another, cut short or duplicated is set aside in damaged/ and fitted
+    again; the others are kept, and the table is the untouched sweep's, one row per fit."""
     flags = ["--out", str(tmp_path / "sweep"), *SMALL, "--priors", "normal,laplace", "--hyperpriors", "fixed",
-             "--workers", "1"]
+             "--seeds", "2", "--workers", "1"]
     assert sweep.main(flags) == 0
+    whole = _table(tmp_path / "sweep" / "fits.parquet")
     records = tmp_path / "sweep" / "records"
-    cut, *kept = sorted(records.glob("*.parquet"))
-    kept_bytes, cut_bytes = [p.read_bytes() for p in kept], cut.read_bytes()
-    cut.write_bytes(cut_bytes[: len(cut_bytes) // 2])  # as a full disk or a bad copy leaves it
+    damaged = damage(records)
+    kept = {p.name: p.read_bytes() for p in records.glob("*.parquet") if p.stem not in damaged}
     capsys.readouterr()
     assert sweep.main(flags) == 0
     err = capsys.readouterr().err
-    assert f"record {cut.stem} is damaged" in err and "it is fitted again" in err
-    assert f"{len(kept) + 1} fits in the sweep, {len(kept)} already in" in err
-    assert [p.read_bytes() for p in kept] == kept_bytes  # the other records are not refitted
-    assert (tmp_path / "sweep" / "damaged" / cut.name).stat().st_size == len(cut_bytes) // 2
-    table = pd.read_parquet(tmp_path / "sweep" / "fits.parquet")
-    assert sorted(table["key"]) == sorted(p.stem for p in [cut, *kept]) and table["accuracy"].notna().all()
+    for name in damaged:
+        assert f"record {name} is damaged" in err
+    assert "4 fits in the sweep, 1 already in" in err and "3 to fit; 4 damaged records set aside" in err
+    assert sorted(p.stem for p in (tmp_path / "sweep" / "damaged").iterdir()) == damaged
+    assert {p.name: p.read_bytes() for p in records.glob("*.parquet") if p.name in kept} == kept  # not refitted
+    table = _table(tmp_path / "sweep" / "fits.parquet")
+    assert table.index.is_unique and list(table.index) == list(whole.index)
+    pd.testing.assert_frame_equal(table, whole, check_exact=False, rtol=1e-9)
+    assert report.main([str(tmp_path / "sweep")]) == 0
 
 
 def test_a_changed_spec_adds_only_the_missing_fits(tmp_path):

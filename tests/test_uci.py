@@ -195,6 +195,35 @@ def test_uci_on_yacht_writes_every_record_and_the_table_then_resumes(tmp_path):
     assert (pd.read_csv(store / "table.csv")["splits"] == 2).all()
 
 
+def test_a_damaged_record_is_set_aside_and_fitted_again(tmp_path, capsys):
+    """A record copied over another, cut short or duplicated is set aside in damaged/ and fitted
+    again; the table is the untouched job's, one row per split."""
+    from tests.test_sweep import damage
+
+    argv = ["--datasets", "yacht", "--data-dir", str(DATA), "--splits", "4", "--method", "advi", "--steps", "300",
+            "--draws", "50", "--workers", "1", "--splits-per-task", "1", "--no-progress", "--out", str(tmp_path)]
+    store = tmp_path / "uci"
+
+    def tables():
+        fits = pd.read_parquet(store / "fits.parquet").drop(columns="fit_seconds").set_index("key").sort_index()
+        return fits, pd.read_csv(store / "table.csv").drop(columns="fit_seconds")
+
+    assert job.main(argv) == 0
+    fits, table = tables()
+    damaged = damage(store / "records")
+    capsys.readouterr()
+    assert job.main(argv) == 0
+    err = capsys.readouterr().err
+    for name in damaged:
+        assert f"record {name} is damaged" in err
+    assert "4 fits in the job, 1 already in" in err and "3 to fit; 4 damaged records set aside" in err
+    assert sorted(p.stem for p in (store / "damaged").iterdir()) == damaged
+    again, again_table = tables()
+    assert again.index.is_unique and sorted(again["split"]) == [0, 1, 2, 3]
+    pd.testing.assert_frame_equal(again, fits, check_exact=False, rtol=1e-9)
+    pd.testing.assert_frame_equal(again_table, table, check_exact=False, rtol=1e-9)
+
+
 def test_uci_on_a_dask_cluster_makes_the_same_fits(tmp_path):
     args = [*FAST, "--splits", "1-2", "--method", "advi,dropout"]
     local = bnn_zoo_uci(*args, "--workers", "1", "--out", str(tmp_path / "a"))

@@ -65,15 +65,19 @@ def main(argv=None) -> int:
         print(f"bnn-zoo: error: unknown command {name!r}; valid: {', '.join(commands)}",
               file=sys.stderr)
         return 2
-    import matplotlib
+    try:  # a Ctrl-C while the engine loads, or in a command without its own handler: one line
+        import matplotlib
 
-    matplotlib.use("Agg")  # the commands write figures and open no window
-    if name in ("moons", "circles"):
-        from bnn_zoo.experiments.toy_priors import main as toy_main
+        matplotlib.use("Agg")  # the commands write figures and open no window
+        if name in ("moons", "circles"):
+            from bnn_zoo.experiments.toy_priors import main as toy_main
 
-        return toy_main(rest, prog=f"bnn-zoo {name}", dataset=name)
-    module = importlib.import_module(f"bnn_zoo.experiments.{commands[name]}")
-    return module.main(rest, prog=f"bnn-zoo {name}")
+            return toy_main(rest, prog=f"bnn-zoo {name}", dataset=name)
+        module = importlib.import_module(f"bnn_zoo.experiments.{commands[name]}")
+        return module.main(rest, prog=f"bnn-zoo {name}")
+    except KeyboardInterrupt:
+        print(f"bnn-zoo {name}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
