@@ -25,6 +25,7 @@ import multiprocessing as mp
 import os
 import re
 import resource
+import shutil
 import signal
 import sys
 import tempfile
@@ -291,7 +292,7 @@ def run_lock(run_dir: Path):
 
     The lock files live outside ``--out`` (in the system's temporary folder,
     named by a hash of the folder's absolute path), so a refused or failed run
-    leaves nothing behind there.
+    leaves nothing behind there; each is removed when its run ends.
 
     Parameters
     ----------
@@ -305,13 +306,25 @@ def run_lock(run_dir: Path):
     """
     folder = Path(tempfile.gettempdir()) / f"bnn-zoo-locks-{os.getuid()}"
     folder.mkdir(exist_ok=True)
-    name = hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:24]
-    with open(folder / f"{name}.lock", "w") as handle:
+    path = folder / f"{hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:24]}.lock"
+    while True:
+        handle = open(path, "a")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            handle.close()
             raise UsageError(f"another run is writing {run_dir} right now") from None
+        try:  # the holder before us may have removed the file we opened: then lock the new one
+            if os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        handle.close()
+    try:
         yield
+    finally:
+        path.unlink(missing_ok=True)  # removed while held, so no one locks a file that is gone
+        handle.close()
 
 
 def cluster(args):
@@ -338,17 +351,22 @@ def cluster(args):
         return client, client.close
     import logging
 
+    import dask
+
     # Shutting workers down that hold JAX's threads takes a few seconds: not worth a warning.
     logging.getLogger("distributed.nanny").setLevel(logging.ERROR)
     with xla_flags(worker_xla_flags()), children_ignore_sigint():
-        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                               dashboard_address=":0")  # any free port: never a clash
+        scratch = tempfile.mkdtemp(prefix="bnn-zoo-dask-")  # the workers' folder, removed with them
+        with dask.config.set({"temporary-directory": scratch}):
+            cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                                   dashboard_address=":0", local_directory=scratch)  # any free port
     client = Client(cluster)
     client.run(_quiet_worker_close)
 
     def close():
         client.close()
         cluster.close()
+        shutil.rmtree(scratch, ignore_errors=True)
 
     return client, close
 

@@ -1,4 +1,6 @@
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -7,8 +9,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("MPLBACKEND", "Agg")
-# JAX's compilation cache (the experiments turn it on) in a folder of this test session only.
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="bnn-zoo-jax-"))
+# JAX's compilation cache (the experiments turn it on) in a folder of this test session only,
+# made by the first process (xdist's workers inherit it) and removed when that process ends.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="bnn-zoo-jax-")
+    atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 
 def command_env(**extra) -> dict:
