@@ -13,6 +13,7 @@ builds what it needs before the first step.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 import warnings
@@ -243,7 +244,7 @@ def fit(
                              "checkpoint: fit mean-field first and pass it as init=")
         return _warm_started(model, method, steps=steps, optimizer=optimizer, objective=objective, **settings)
     if family.name == "fullrank_advi" and objective.path_derivative is None:
-        objective = ELBO(**{**objective.__dict__, "path_derivative": True})
+        objective = dataclasses.replace(objective, path_derivative=True)
     return _run(model, method, steps=steps, optimizer=optimizer, objective=objective, init=init,
                 checkpoint=checkpoint, **settings)
 
@@ -264,12 +265,12 @@ def _warm_started(model, method, *, steps, optimizer, objective, **settings) -> 
     with warnings.catch_warnings():  # the mean-field phase is not the result
         warnings.simplefilter("ignore", ConvergenceWarning)
         warm = _run(model, families.MeanField(init_std=init_std), steps=n_warm, optimizer=optimizer,
-                    objective=ELBO(**{**objective.__dict__, "path_derivative": False}), init=None,
+                    objective=dataclasses.replace(objective, path_derivative=False), init=None,
                     checkpoint=None, **settings)
     if optimizer is None:
         optimizer = optim.make(defaults.OPTIMIZER, defaults.FULLRANK_LEARNING_RATE, steps - n_warm)
     if objective.path_derivative is None:
-        objective = ELBO(**{**objective.__dict__, "path_derivative": True})
+        objective = dataclasses.replace(objective, path_derivative=True)
     full = _run(model, "fullrank_advi", steps=steps - n_warm, optimizer=optimizer, objective=objective,
                 init=warm, checkpoint=None, **settings)
     full.seconds += warm.seconds
