@@ -17,7 +17,8 @@ marked unhealthy. The centred eight schools, whose NUTS diverges in its funnel, 
 against the non-centred one's reference (the same posterior of ``mu``, ``tau`` and ``theta``),
 and the ``pm.Minibatch`` BNN against the full-batch BNN's.
 
-Each model is fitted by ``bnn_zoo.fit`` (mean-field and full-rank, at their defaults),
+Each model is fitted by ``bnn_zoo.fit`` (mean-field, low-rank, full-rank and Laplace, at their
+defaults; each with the Pareto k of its draws' importance ratios, ``bnn_zoo.sample``'s diagnostic),
 ``pm.fit`` (ADVI and FullRankADVI, at their defaults) and, where it is installed,
 pymc-extras' ``fit_advi`` (at its defaults), one after another in this process; each then
 draws 4,000 posterior samples, as many as the reference has. Per model and method: the wall time, fit and draws included
@@ -36,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import pymc as pm
+import scipy.stats
 import pytensor
 import xarray as xr
 
@@ -227,7 +229,8 @@ def reference(name: str, seed: int = 0):
 def _bnn_zoo(method):
     def run(model, seed):
         result = bnn_zoo.fit(model, method=method, random_seed=seed, progressbar=False)
-        return bnn_zoo.sample(result, DRAWS, random_seed=seed, log_likelihood=False)["posterior"].to_dataset()
+        draws = bnn_zoo.sample(result, DRAWS, random_seed=seed)
+        return draws["posterior"].to_dataset(), {"pareto_k": float(draws.attrs["pareto_k"])}
     return run
 
 
@@ -235,17 +238,18 @@ def _pm_fit(method):
     def run(model, seed):
         with model:
             approx = pm.fit(method=method, random_seed=seed, progressbar=False)
-            return approx.sample(DRAWS, random_seed=seed)["posterior"].to_dataset()
+            return approx.sample(DRAWS, random_seed=seed)["posterior"].to_dataset(), {}
     return run
 
 
 def _pymc_extras(model, seed):
     from pymc_extras.inference.advi import fit_advi
 
-    return fit_advi(model, draws=DRAWS, random_seed=seed)["posterior"].to_dataset()
+    return fit_advi(model, draws=DRAWS, random_seed=seed)["posterior"].to_dataset(), {}
 
 
-METHODS = {"bnn_zoo.fit (advi)": _bnn_zoo("advi"), "bnn_zoo.fit (fullrank_advi)": _bnn_zoo("fullrank_advi"),
+METHODS = {"bnn_zoo.fit (advi)": _bnn_zoo("advi"), "bnn_zoo.fit (lowrank_advi)": _bnn_zoo("lowrank_advi"),
+           "bnn_zoo.fit (fullrank_advi)": _bnn_zoo("fullrank_advi"), "bnn_zoo.fit (laplace)": _bnn_zoo("laplace"),
            "pm.fit (advi)": _pm_fit("advi"), "pm.fit (fullrank_advi)": _pm_fit("fullrank_advi"),
            "pymc-extras fit_advi": _pymc_extras}
 
@@ -266,14 +270,15 @@ def errors(draws: xr.Dataset, ref: xr.Dataset) -> dict:
     return {"mean_error_sd": float(z.max()), "sd_ratio_min": float(ratios.min()), "sd_ratio_max": float(ratios.max())}
 
 
-def run(models, seed: int = 0) -> list[dict]:
+def run(models, seed: int = 0, methods=None) -> list[dict]:
     rows = []
+    methods = {m: METHODS[m] for m in (methods or METHODS)}
     for name in models:
         builder, ref_name, gaussian = MODELS[name]
         ref = reference(ref_name)
         rhat, divergences = float(ref.attrs["rhat_max"]), int(ref.attrs["divergences"])
         healthy = bool(rhat <= 1.01 and divergences == 0)
-        for method, fit in METHODS.items():
+        for method, fit in methods.items():
             row = {"model": name, "method": method, "reference": ref_name, "reference_rhat": rhat,
                    "reference_divergences": divergences, "reference_healthy": healthy,
                    "close_to_gaussian": gaussian}
@@ -282,8 +287,8 @@ def run(models, seed: int = 0) -> list[dict]:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    draws = fit(model, seed)
-                row.update(seconds=time.perf_counter() - start, **errors(draws, ref))
+                    draws, extra = fit(model, seed)
+                row.update(seconds=time.perf_counter() - start, **errors(draws, ref), **extra)
             except ImportError as err:
                 row.update(error=f"not installed ({err.name})")
             except Exception as err:  # a method that fails on a model is a result, not a crash
@@ -298,7 +303,8 @@ def _line(row: dict) -> str:
     if "error" in row:
         return f"{row['model']:<26} {row['method']:<28} {row['error']}"
     return (f"{row['model']:<26} {row['method']:<28} {row['seconds']:7.1f} s  mean error "
-            f"{row['mean_error_sd']:6.2f} sd  sd ratio {row['sd_ratio_min']:.2f}-{row['sd_ratio_max']:.2f}")
+            f"{row['mean_error_sd']:6.2f} sd  sd ratio {row['sd_ratio_min']:.2f}-{row['sd_ratio_max']:.2f}"
+            + (f"  k {row['pareto_k']:.2f}" if "pareto_k" in row else ""))
 
 
 def markdown(rows: list[dict]) -> str:
@@ -308,14 +314,23 @@ def markdown(rows: list[dict]) -> str:
     for r in {r["model"]: r for r in rows}.values():
         out.append(f"| {r['model']} | {r['reference']} | {r['reference_rhat']:.3f} | {r['reference_divergences']} "
                    f"| {'yes' if r['reference_healthy'] else 'no'} | {r['close_to_gaussian']} |")
-    out += ["", "| model | method | seconds | largest mean error (ref. sd) | sd / ref. sd |",
-            "| --- | --- | ---: | ---: | --- |"]
+    out += ["", "| model | method | seconds | largest mean error (ref. sd) | sd / ref. sd | Pareto k |",
+            "| --- | --- | ---: | ---: | --- | ---: |"]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['model']} | {r['method']} | | {r['error']} | |")
+            out.append(f"| {r['model']} | {r['method']} | | {r['error']} | | |")
         else:
+            k = f"{r['pareto_k']:.2f}" if "pareto_k" in r else ""
             out.append(f"| {r['model']} | {r['method']} | {r['seconds']:.1f} | {r['mean_error_sd']:.2f} "
-                       f"| {r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f} |")
+                       f"| {r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f} | {k} |")
+    out += ["", "Does k rank the methods as their error does? Per model, Spearman's rank correlation of "
+            "k and the largest mean error over the methods with a k:", "",
+            "| model | rank correlation | methods |", "| --- | ---: | --- |"]
+    for model in dict.fromkeys(r["model"] for r in rows):
+        scored = [r for r in rows if r["model"] == model and "pareto_k" in r]
+        if len(scored) >= 3:
+            rho = scipy.stats.spearmanr([r["pareto_k"] for r in scored], [r["mean_error_sd"] for r in scored])[0]
+            out.append(f"| {model} | {rho:.2f} | {len(scored)} |")
     return "\n".join(out)
 
 
@@ -325,13 +340,18 @@ def main(argv=None) -> int:
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--markdown", type=Path, default=None)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--methods", default=",".join(METHODS), help="comma-separated, from " + ", ".join(METHODS))
     args = p.parse_args(argv)
     models = args.models.split(",")
     unknown = [m for m in models if m not in MODELS]
     if unknown:
         print(f"{p.prog}: error: unknown models {', '.join(unknown)}", file=sys.stderr)
         return 2
-    rows = run(models, args.seed)
+    methods = args.methods.split(",")
+    if [m for m in methods if m not in METHODS]:
+        print(f"{p.prog}: error: unknown methods {', '.join(m for m in methods if m not in METHODS)}", file=sys.stderr)
+        return 2
+    rows = run(models, args.seed, methods)
     table = markdown(rows)
     print(table)
     if args.markdown:

@@ -220,7 +220,7 @@ def kfold_task(cfgs: list[toy.ToyConfig], splits: list, k: int) -> list[dict]:
         ``elpd_kfold_i`` (a list of each training point's value).
     """
     from bnn_zoo.evaluation.metrics import log_predictive
-    from bnn_zoo.inference import families
+    from bnn_zoo.inference import gaussians
     from bnn_zoo.inference.batch import posterior_mean
 
     parts = [folds(cfg.n_train, k, cfg.seed) for cfg in cfgs]
@@ -232,7 +232,7 @@ def kfold_task(cfgs: list[toy.ToyConfig], splits: list, k: int) -> list[dict]:
     for j, (i, held) in enumerate(cases):
         cfg, split = cfgs[i], splits[i]
         q = batch.best(j)[0]
-        z, _ = families.sample(*q, cfg.draws, np.random.default_rng(cfg.seed))
+        z, _ = gaussians.sample(*q, cfg.draws, np.random.default_rng(cfg.seed))
         proba = posterior_mean(batch.density, z, batch.data(split.X_train[held], split.y_train[held]), "p")
         elpd[i][held] = log_predictive(proba, split.y_train[held])
     return [{"kfold": k, "elpd_kfold": float(e.sum()), "elpd_kfold_se": _se(e), "elpd_kfold_i": e.tolist()}
@@ -311,7 +311,7 @@ def evaluate(density, q, train, test, y_test, cfg, observed: str) -> dict:
     from bnn_zoo.inference.batch import posterior_mean
     from bnn_zoo.inference.draws import evaluate_draws
 
-    z, log_q = families.sample(*q, cfg.draws, np.random.default_rng(cfg.seed))
+    z, log_q = gaussians.sample(*q, cfg.draws, np.random.default_rng(cfg.seed))
     values = evaluate_draws(density, z, train, ("logp", f"loglik:{observed}"))
     log_p = values["logp"].astype("float64")
     loo = {}

@@ -9,10 +9,13 @@ The public API re-exported at :mod:`bnn_zoo`'s root comes from here. The modules
   and Pareto-smoothed importance sampling), :mod:`~bnn_zoo.inference.defaults` (the one set of
   defaults);
 - the settings that are values: :mod:`~bnn_zoo.inference.objective` (``ELBO``),
-  :mod:`~bnn_zoo.inference.families` (``MeanField``, ``FullRank``),
+  :mod:`~bnn_zoo.inference.methods` (``MeanField``, ``LowRank``, ``FullRank``),
+  :mod:`~bnn_zoo.inference.laplace` (``Laplace``, and the Laplace approximation itself),
   :mod:`~bnn_zoo.inference.checkpoint` (``Checkpoint``), :mod:`~bnn_zoo.inference.optim`
   (optimizers with a description);
-- what a fit builds and runs: :mod:`~bnn_zoo.inference.prepare` (before the first step),
+- what a fit builds and runs: :mod:`~bnn_zoo.inference.families` (the Gaussians q as JAX
+  functions), :mod:`~bnn_zoo.inference.gaussians` (a fitted q in NumPy),
+  :mod:`~bnn_zoo.inference.prepare` (before the first step),
   :mod:`~bnn_zoo.inference.minibatch` (``pm.Minibatch`` models and the cut containers),
   :mod:`~bnn_zoo.inference.jaxmodel` (a PyMC model as JAX functions),
   :mod:`~bnn_zoo.inference.graphs` (PyTensor graphs to JAX), :mod:`~bnn_zoo.inference.core`
@@ -21,7 +24,8 @@ The public API re-exported at :mod:`bnn_zoo`'s root comes from here. The modules
   :mod:`~bnn_zoo.inference.noise`, :mod:`~bnn_zoo.inference.diagnostics` (the convergence
   test), :mod:`~bnn_zoo.inference.io`, :mod:`~bnn_zoo.inference.jax_fixes`;
 - after a fit: :mod:`~bnn_zoo.inference.draws` (draws of q and the model at them),
-  :mod:`~bnn_zoo.inference.restarts` (q's ELBO, the best of several fits);
+  :mod:`~bnn_zoo.inference.restarts` (q's ELBO, the best of several fits),
+  :mod:`~bnn_zoo.inference.qcheck` (did VI work? Pareto k, ``reweighted``);
 - for comparison: :mod:`~bnn_zoo.inference.baselines` (NUTS, deep ensembles, SGLD, SWAG),
   :mod:`~bnn_zoo.inference.dropout` (MC dropout) and :mod:`~bnn_zoo.inference.reference`
   (PyMC's own ADVI step, to check the engine against).
@@ -30,13 +34,17 @@ The public API re-exported at :mod:`bnn_zoo`'s root comes from here. The modules
 from bnn_zoo.inference.advi import fit
 from bnn_zoo.inference.batch import fit_many
 from bnn_zoo.inference.checkpoint import Checkpoint, CheckpointError
-from bnn_zoo.inference.families import METHODS, FullRank, MeanField
+from bnn_zoo.inference.families import METHODS
+from bnn_zoo.inference.laplace import Laplace
+from bnn_zoo.inference.methods import FullRank, LowRank, MeanField
 from bnn_zoo.inference.objective import ELBO
 from bnn_zoo.inference.prediction import predict
 from bnn_zoo.inference.prepare import precision
 from bnn_zoo.inference.psis import loo
+from bnn_zoo.inference.qcheck import reweighted
 from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLossError
 from bnn_zoo.inference.sampling import sample
 
 __all__ = ["ELBO", "METHODS", "Checkpoint", "CheckpointError", "ConvergenceWarning", "FitResult", "FullRank",
-           "MeanField", "NonFiniteLossError", "fit", "fit_many", "loo", "precision", "predict", "sample"]
+           "Laplace", "LowRank", "MeanField", "NonFiniteLossError", "fit", "fit_many", "loo", "precision", "predict",
+           "reweighted", "sample"]

@@ -26,9 +26,10 @@ import pytensor
 from rich.progress import MofNCompleteColumn, Progress, TextColumn
 
 from bnn_zoo.inference import checkpoint as ckpt
-from bnn_zoo.inference import defaults, families, optim
+from bnn_zoo.inference import defaults, methods, optim
 from bnn_zoo.inference.checkpoint import Checkpoint
 from bnn_zoo.inference.engine import CHUNK
+from bnn_zoo.inference.laplace import Laplace, fit_laplace
 from bnn_zoo.inference.minibatch import unwrap as unwrap_minibatch
 from bnn_zoo.inference.objective import ELBO
 from bnn_zoo.inference.prepare import prepare
@@ -89,7 +90,7 @@ def _progress(show: bool) -> Progress:
 def fit(
     model: pm.Model,
     *,
-    method: str | families.MeanField | families.FullRank = "advi",
+    method: str | methods.MeanField | methods.LowRank | methods.FullRank | Laplace = "advi",
     steps: int = defaults.STEPS,
     optimizer: optax.GradientTransformation | None = None,
     objective: ELBO | None = None,
@@ -101,7 +102,7 @@ def fit(
     checkpoint: Checkpoint | None = None,
     progressbar: bool = True,
 ) -> FitResult:
-    r"""Fit a mean-field or full-rank Gaussian approximation to ``model``'s posterior by ADVI.
+    r"""Fit a Gaussian approximation to ``model``'s posterior: ADVI (three families) or Laplace.
 
     q is a Gaussian over the model's unconstrained values (the space of
     PyMC's value variables), fitted by maximising the ELBO with
@@ -123,14 +124,20 @@ def fit(
         Any PyMC model with continuous free variables of one float dtype,
         fitted in the dtype it was built in (build it inside
         :func:`bnn_zoo.precision` for float32).
-    method : {"advi", "fullrank_advi"} or MeanField or FullRank, default "advi"
-        Mean-field (diagonal) or full-rank Gaussian q; the values
-        ``bnn_zoo.MeanField(init_std=...)`` and ``bnn_zoo.FullRank(...)`` set
-        q's initial sd. A full-rank fit without ``init`` first fits
+    method : {"advi", "lowrank_advi", "fullrank_advi", "laplace"} or MeanField or LowRank or FullRank or Laplace, default "advi"
+        Mean-field (diagonal), low-rank-plus-diagonal (rank ``sqrt(dim)``)
+        or full-rank Gaussian q fitted by ADVI, or the Laplace approximation
+        (the mode by L-BFGS, then the curvature there; it takes ``steps``
+        and ``random_seed`` only). The values
+        ``bnn_zoo.MeanField(init_std=...)``, ``bnn_zoo.LowRank(rank=...)``,
+        ``bnn_zoo.FullRank(...)`` and ``bnn_zoo.Laplace(curvature=...)`` set
+        q's initial sd, the rank and the curvature (docs/user_guide/families.md).
+        A full-rank fit without ``init`` first fits
         mean-field q for :data:`~bnn_zoo.inference.defaults.WARM_START` of the
         steps, then the full-rank q from it, with the path-derivative
         gradient and (default optimizer) Adam at
-        :data:`~bnn_zoo.inference.defaults.FULLRANK_LEARNING_RATE`.
+        :func:`~bnn_zoo.inference.defaults.fullrank_learning_rate` of the
+        model's dimension.
     steps : int, default 20000
         Optimisation steps, at most ``MAX_STEPS`` (the total, when resuming).
     optimizer : optax.GradientTransformation, optional
@@ -225,8 +232,18 @@ def fit(
     ...
     TypeError: fit() no longer takes seed=: use random_seed= (CHANGELOG.md, 'What moved')
     """
+    if method == "laplace" or isinstance(method, Laplace):
+        given = [name for name, value, default in (
+            ("optimizer", optimizer, None), ("objective", objective, None), ("batch_size", batch_size, None),
+            ("minibatch", minibatch, None), ("init", init, None), ("checkpoint", checkpoint, None))
+            if value is not default]
+        if given:
+            raise ValueError(f"method='laplace' takes steps and random_seed only, not {given[0]}=: "
+                             "it finds the mode by L-BFGS on the full data")
+        return fit_laplace(model, Laplace() if method == "laplace" else method, steps=steps,
+                           random_seed=random_seed)
     model, batch_size, minibatch = unwrap_minibatch(model, batch_size, minibatch)
-    family, _ = families.resolve(method)
+    family, _ = methods.resolve(method)
     objective = ELBO() if objective is None else objective
     if checkpoint is not None and not isinstance(checkpoint, Checkpoint):
         raise ValueError(f"checkpoint must be a bnn_zoo.Checkpoint(path, every=..., resume=...), "
@@ -261,14 +278,15 @@ def _warm_started(model, method, *, steps, optimizer, objective, **settings) -> 
     n_warm = max(1, int(round(defaults.WARM_START * steps)))
     if n_warm >= steps:
         raise ValueError(f"steps={steps} leave no full-rank steps after a mean-field start of {n_warm}")
-    init_std = families.resolve(method)[1]
+    init_std = methods.resolve(method)[1]
     with warnings.catch_warnings():  # the mean-field phase is not the result
         warnings.simplefilter("ignore", ConvergenceWarning)
-        warm = _run(model, families.MeanField(init_std=init_std), steps=n_warm, optimizer=optimizer,
+        warm = _run(model, methods.MeanField(init_std=init_std), steps=n_warm, optimizer=optimizer,
                     objective=dataclasses.replace(objective, path_derivative=False), init=None,
                     checkpoint=None, **settings)
     if optimizer is None:
-        optimizer = optim.make(defaults.OPTIMIZER, defaults.FULLRANK_LEARNING_RATE, steps - n_warm)
+        rate = defaults.fullrank_learning_rate(warm.layout.dim)
+        optimizer = optim.make(defaults.OPTIMIZER, rate, steps - n_warm)
     if objective.path_derivative is None:
         objective = dataclasses.replace(objective, path_derivative=True)
     full = _run(model, "fullrank_advi", steps=steps - n_warm, optimizer=optimizer, objective=objective,

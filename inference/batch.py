@@ -27,7 +27,7 @@ import numpy as np
 import optax
 import pymc as pm
 
-from bnn_zoo.inference import core, defaults, families, optim
+from bnn_zoo.inference import core, defaults, methods, optim
 from bnn_zoo.inference.advi import refuse_renamed
 from bnn_zoo.inference.engine import CHUNK, steps_per_epoch
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
@@ -189,7 +189,7 @@ def run_stacked(model: pm.Model, density: ModelFunction, means: np.ndarray, data
         For bad arguments, as :func:`bnn_zoo.fit`, a ``restarts`` that does
         not divide the rows, or a ``pick_at`` outside [0, 1).
     """
-    family, init_std = families.resolve(method)
+    family, init_std = methods.resolve(method)
     objective = ELBO() if objective is None else objective
     average_from, optimizer = check_settings(family=family, steps=steps, objective=objective, average=average,
                                              optimizer=optimizer)
@@ -352,7 +352,7 @@ def fit_many(models: Sequence[pm.Model], *, method="advi", steps: int = defaults
                       optimizer=optimizer, objective=objective, batch_size=batch_size, minibatch=minibatch,
                       average=average, restarts=restarts, pick_at=pick_at)
     # one row of ``out`` per model: its only fit, or the restart it kept
-    family, timed, n = families.resolve(method)[0], steps - CHUNK if steps > CHUNK else 0, len(models)
+    family, timed, n = methods.resolve(method)[0], steps - CHUNK if steps > CHUNK else 0, len(models)
     results = []
     for i, model in enumerate(models):
         picks = {} if out.picked is None else {"picked_restart": int(out.picked[i]),

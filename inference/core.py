@@ -146,7 +146,7 @@ def step(state: ADVIState, words, batch: tuple, *, objective: ELBOFunction,
     # draw (each variable's slice, the gradient), which would slow the step
     # several-fold (docs/user_guide/engine.md).
     eps = jax.lax.optimization_barrier(
-        noise.normal(words, state.step, 0, (mc_samples, mu.shape[0]), mu.dtype))
+        noise.normal(words, state.step, 0, (mc_samples, objective.family.noise_size(state.params)), mu.dtype))
     (_, elbo), grads = jax.value_and_grad(objective, has_aux=True)(
         state.params, eps, batch, kl_weight(state.step), words=words, step=state.step)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
@@ -177,5 +177,5 @@ def sample(key, params: dict, family: Family, n: int):
     jax.Array
         ``(n, dim)``: one flat vector of unconstrained values per row.
     """
-    eps = jax.random.normal(key, (n, params["mu"].shape[0]), params["mu"].dtype)
+    eps = jax.random.normal(key, (n, family.noise_size(params)), params["mu"].dtype)
     return jax.vmap(lambda e: family.draw(params, e)[0])(eps)

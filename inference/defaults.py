@@ -10,9 +10,9 @@ documentation prints.
 
 from __future__ import annotations
 
-__all__ = ["AVERAGE", "CHECKPOINT_EVERY", "DRAWS", "FINAL", "FULLRANK_LEARNING_RATE", "INIT_STD",
+__all__ = ["AVERAGE", "CHECKPOINT_EVERY", "DRAWS", "FINAL", "FULLRANK_LEARNING_RATE", "FULLRANK_RATE_AT_DIM_1", "INIT_STD",
            "LEARNING_RATE", "OPTIMIZER", "PICK_AT", "RESTARTS", "SCHEDULE", "STEPS", "WARM_START",
-           "optimizer", "table"]
+           "fullrank_learning_rate", "optimizer", "table"]
 
 #: Optimisation steps of a fit.
 STEPS = 20_000
@@ -38,8 +38,38 @@ RESTARTS = 1
 PICK_AT = 0.2
 #: A full-rank fit without ``init``: the share of its steps spent on a mean-field fit first.
 WARM_START = 0.3
-#: The full-rank phase's learning rate, after that mean-field start.
+#: The full-rank phase's learning rate, after that mean-field start: at most this, and
+#: ``FULLRANK_RATE_AT_DIM_1 / sqrt(dim)`` above 400 values (:func:`fullrank_learning_rate`).
 FULLRANK_LEARNING_RATE = 1e-3
+#: The full-rank phase's rate times ``sqrt(dim)``, above 400 values.
+FULLRANK_RATE_AT_DIM_1 = 0.02
+
+
+def fullrank_learning_rate(dim: int) -> float:
+    """The full-rank phase's learning rate for a model of ``dim`` unconstrained values.
+
+    Each Adam step moves every entry of the factor's ``dim (dim - 1) / 2``
+    off-diagonal entries by about the rate, so a row gains relative variance
+    in proportion to ``dim * rate**2``: the rate falls as ``1 / sqrt(dim)``
+    to keep that gain the same at every size (docs/user_guide/families.md).
+
+    Parameters
+    ----------
+    dim : int
+        The model's number of unconstrained values.
+
+    Returns
+    -------
+    float
+        ``min(FULLRANK_LEARNING_RATE, FULLRANK_RATE_AT_DIM_1 / sqrt(dim))``.
+
+    Examples
+    --------
+    >>> from bnn_zoo.inference import defaults
+    >>> defaults.fullrank_learning_rate(10), round(defaults.fullrank_learning_rate(1600), 6)
+    (0.001, 0.0005)
+    """
+    return min(FULLRANK_LEARNING_RATE, FULLRANK_RATE_AT_DIM_1 / dim**0.5)
 
 
 def optimizer(steps: int, learning_rate: float = LEARNING_RATE):
@@ -88,7 +118,8 @@ def table() -> list[tuple[str, str, str]]:
          + ("" if SCHEDULE == "constant" else f" to {FINAL:g} of it"), "the optimizer (optax)"),
         ("average", f"{AVERAGE:g}", "share of the final steps whose iterates are averaged into q"),
         ("init_std", f"{INIT_STD:g}", "q's initial sd of every unconstrained value"),
-        ("warm start", f"{WARM_START:g} of the steps, then learning rate {FULLRANK_LEARNING_RATE:g}",
+        ("warm start", f"{WARM_START:g} of the steps, then learning rate {FULLRANK_LEARNING_RATE:g} "
+         f"(above 400 values {FULLRANK_RATE_AT_DIM_1:g} / sqrt(dim))",
          "a full-rank fit without init: its mean-field phase"),
         ("restarts, pick_at", f"{RESTARTS}, {PICK_AT:g} of the steps",
          "fit_many: fits from other initial means; when the best runs on alone"),

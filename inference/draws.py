@@ -19,7 +19,7 @@ import numpy as np
 import pymc as pm
 from jax.extend import core as jax_core
 
-from bnn_zoo.inference import families
+from bnn_zoo.inference import gaussians
 from bnn_zoo.inference.engine import cheap
 from bnn_zoo.inference.jaxmodel import ModelFunction
 from bnn_zoo.inference.result import FitResult
@@ -197,10 +197,10 @@ def draw_z(fits, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     qs = [f.family.mean_and_factor(f.params) for f in fits]
     if len(fits) == 1:
-        return families.sample(*qs[0], n, rng)
+        return gaussians.sample(*qs[0], n, rng)
     sizes = np.array([len(part) for part in np.array_split(np.arange(n), len(fits))])
-    z = np.concatenate([families.sample(mu, factor, k, rng)[0] for (mu, factor), k in zip(qs, sizes)])
-    log_qs = np.stack([families.log_q(mu, factor, z) for mu, factor in qs]) + np.log(sizes / n)[:, None]
+    z = np.concatenate([gaussians.sample(mu, factor, k, rng)[0] for (mu, factor), k in zip(qs, sizes)])
+    log_qs = np.stack([gaussians.log_q(mu, factor, z) for mu, factor in qs]) + np.log(sizes / n)[:, None]
     return z, np.logaddexp.reduce(log_qs, axis=0)
 
 

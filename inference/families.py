@@ -1,33 +1,40 @@
 """The variational families: Gaussians over the model's unconstrained values, flattened.
 
-Both store their parameters in PyMC's own layout, so that a fitted q converts
-to a ``pymc.variational`` approximation and back without reshaping:
+- mean-field (``"advi"``): ``mu`` and ``rho``, ``z = mu + softplus(rho) * eps``;
+- low-rank (``"lowrank_advi"``): ``mu``, ``rho`` and ``W`` ``(dim, rank)``,
+  ``z = mu + s * (eps + W eta)``, covariance ``diag(s) (I + W W^T) diag(s)``;
+- full-rank (``"fullrank_advi"``): ``mu``, ``rho`` and ``T_tril``, the
+  strictly lower triangle of ``T``, ``z = mu + s * (eps + T eps)``: the
+  Cholesky factor ``L = diag(s) (I + T)``.
 
-- mean-field (``"advi"``): ``mu`` and ``rho``, with ``sd = softplus(rho)``;
-- full-rank (``"fullrank_advi"``): ``mu`` and ``L_tril``, the Cholesky
-  factor packed row-major, with ``softplus`` applied to its diagonal.
+The low-rank and full-rank factors are scaled by ``s``, so that an
+optimiser's step on ``W`` or ``T`` (about its learning rate in every entry,
+for Adam) changes each row's variance relative to that row's own, whatever
+the dimension: an unscaled Cholesky factor gains about ``dim * lr**2`` of
+variance in every row, enough to ruin a fit of a few hundred dimensions
+(docs/user_guide/families.md). A fitted full-rank q converts to PyMC's
+``FullRank`` (``to_pymc``) and a mean-field one to ``MeanField``.
 
 A :class:`Family` gives everything the engine, the posterior code and the
-checkpoints need: initial parameters, the reparameterised draw ``z = mu +
-L eps`` with ``log |det L|`` (JAX, for the objective), and the mean and
-factor as NumPy arrays (for draws, ``log q`` and conversions).
+checkpoints need: initial parameters, the reparameterised draw with
+``log |det A|`` (JAX, for the objective), and the mean and factor in NumPy
+(:mod:`~bnn_zoo.inference.gaussians`, for draws, ``log q`` and conversions).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pymc.variational as pmvi
-import scipy.linalg
 
-from bnn_zoo.inference import defaults
+from bnn_zoo.inference import gaussians
 
-__all__ = ["FAMILIES", "FULL_RANK", "MEAN_FIELD", "METHODS", "Family", "FullRank", "MeanField", "covariance",
-           "entropy", "get", "inverse_softplus", "log_q", "resolve", "sample", "softplus"]
+__all__ = ["FAMILIES", "FULL_RANK", "LOW_RANK", "LOW_RANK_EIGEN", "MEAN_FIELD", "METHODS", "Family", "default_rank", "entropy", "get",
+           "inverse_softplus", "low_rank", "softplus"]
 
 @jax.custom_jvp
 def softplus(x):
@@ -84,42 +91,55 @@ def inverse_softplus(y):
 class Family:
     """One variational family: how its parameters make a draw, and what they mean.
 
-    The two families are :data:`MEAN_FIELD` and :data:`FULL_RANK`
-    (:func:`get` by name). Their parameters are a dict of arrays in PyMC's
-    own layout: ``mu`` and ``rho`` (``sd = softplus(rho)``), or ``mu`` and
-    ``L_tril`` (the Cholesky factor's lower triangle, row-major, with
-    ``softplus`` applied to its diagonal).
+    The families are :data:`MEAN_FIELD`, :data:`FULL_RANK` and
+    :func:`low_rank` (:func:`get` by name); each is a Gaussian ``z = mu + A
+    eps`` over the model's unconstrained values, stored as a dict of arrays.
 
     Parameters
     ----------
     name : str
-        ``"advi"`` or ``"fullrank_advi"``, as ``bnn_zoo.fit``'s ``method``.
-    pymc : type
-        The ``pymc.variational`` approximation with the same parameters
-        (``MeanField`` or ``FullRank``).
+        ``"advi"``, ``"fullrank_advi"`` or ``"lowrank_advi"``, as
+        ``bnn_zoo.fit``'s ``method``.
+    pymc : type or None
+        The ``pymc.variational`` approximation of the same q (``MeanField``
+        or ``FullRank``; ``None``: PyMC has none).
     init : callable
         ``init(mean, sd) -> params``: the parameters of a Gaussian with
         this mean vector and these sds (a scalar or one per coordinate), in
         NumPy.
     draw : callable
         ``draw(params, eps) -> (z, log_det)``: the reparameterised draw
-        ``z = mu + L eps`` of one standard-normal row ``eps`` and
-        ``log |det L|``, in JAX.
+        ``z = mu + A eps`` of one standard-normal row ``eps`` (of
+        ``noise_size(params)`` values) and ``log |det A|``, the log square
+        root of the determinant of q's covariance, in JAX.
     log_density : callable
         ``log_density(params, z) -> log q(z)``, in JAX.
     factor : callable
-        ``factor(params) -> (mu, factor)``: the mean and the sd vector
-        (mean-field) or the Cholesky factor ``L`` (full-rank), in NumPy.
+        ``factor(params) -> (mu, factor)``: the mean and the factor of
+        :mod:`~bnn_zoo.inference.gaussians` (sd vector, Cholesky factor or
+        :class:`~bnn_zoo.inference.gaussians.LowRank`), in NumPy.
+    from_factor : callable
+        ``from_factor(mu, factor) -> params``: the inverse of ``factor``,
+        for a factor of this family's form.
+    noise_size : callable
+        ``noise_size(params) -> int``: the standard-normal values one draw
+        takes (the dimension, plus the rank for the low-rank family).
+    to_pymc : callable
+        ``to_pymc(params) -> dict``: the parameters of the ``pymc``
+        approximation.
     """
 
     name: str
-    pymc: type  # the pymc.variational approximation with the same parameters
-    init: Callable[[np.ndarray, np.ndarray], dict]  # (initial mean, initial sds) -> parameters
-    draw: Callable  # (params, eps) -> (z, log|det L|), in JAX
-    log_density: Callable  # (params, z) -> log q(z), in JAX
-    factor: Callable[[dict], tuple[np.ndarray, np.ndarray]]  # params -> (mu, sd vector or L)
+    pymc: type | None
+    init: Callable[[np.ndarray, np.ndarray], dict]
+    draw: Callable
+    log_density: Callable
+    factor: Callable[[dict], tuple]
+    from_factor: Callable[[np.ndarray, object], dict]
+    noise_size: Callable[[dict], int] = lambda params: params["mu"].shape[0]
+    to_pymc: Callable[[dict], dict] = lambda params: dict(params)
 
-    def mean_and_factor(self, params: dict) -> tuple[np.ndarray, np.ndarray]:
+    def mean_and_factor(self, params: dict) -> tuple:
         """q's mean and factor in float64 NumPy.
 
         Parameters
@@ -131,11 +151,19 @@ class Family:
         -------
         mu : numpy.ndarray
             The mean, ``(dim,)``.
-        factor : numpy.ndarray
-            The sd vector ``(dim,)`` (mean-field) or the lower-triangular
-            Cholesky factor ``L``, ``(dim, dim)`` (full-rank).
+        factor : numpy.ndarray or bnn_zoo.inference.gaussians.LowRank
+            The sd vector ``(dim,)`` (mean-field), the lower-triangular
+            Cholesky factor ``L`` ``(dim, dim)`` (full-rank), or a
+            :class:`~bnn_zoo.inference.gaussians.LowRank` (low-rank).
         """
         return self.factor({k: np.asarray(v, dtype="float64") for k, v in params.items()})
+
+
+def _normal_log_density(eps, log_det):
+    return -0.5 * jnp.sum(eps**2) - log_det - 0.5 * eps.shape[-1] * np.log(2 * np.pi)
+
+
+# --- mean-field: z = mu + softplus(rho) * eps -----------------------------------
 
 
 def _mean_field_draw(params, eps):
@@ -151,58 +179,185 @@ def _mean_field_log_density(params, z):
     return _normal_log_density((z - params["mu"]) / sd, jnp.sum(jnp.log(sd)))
 
 
-def _cholesky(params):
+def _mean_field_init(mu, sd):
+    return {"mu": mu, "rho": np.broadcast_to(inverse_softplus(sd), mu.shape).astype(mu.dtype)}
+
+
+# --- full rank: z = mu + s * (eps + T eps), T strictly lower-triangular ----------
+
+
+def _strict_lower(params):
     d = params["mu"].shape[0]
-    rows, cols = np.tril_indices(d)
-    L = jnp.zeros((d, d), params["mu"].dtype).at[rows, cols].set(params["L_tril"])
-    diag = softplus(jnp.diagonal(L))
-    return L.at[np.arange(d), np.arange(d)].set(diag), jnp.sum(jnp.log(diag))
+    rows, cols = np.tril_indices(d, -1)
+    return jnp.zeros((d, d), params["mu"].dtype).at[rows, cols].set(params["T_tril"])
 
 
 def _full_rank_draw(params, eps):
-    L, log_det = _cholesky(params)
-    return params["mu"] + L @ eps, log_det
+    s = softplus(params["rho"])
+    return params["mu"] + s * (eps + _strict_lower(params) @ eps), jnp.sum(jnp.log(s))
 
 
 def _full_rank_log_density(params, z):
-    L, log_det = _cholesky(params)
-    return _normal_log_density(jax.scipy.linalg.solve_triangular(L, z - params["mu"], lower=True),
-                               log_det)
+    s = softplus(params["rho"])
+    d = s.shape[0]
+    unit = _strict_lower(params) + jnp.eye(d, dtype=s.dtype)
+    eps = jax.scipy.linalg.solve_triangular(unit, (z - params["mu"]) / s, lower=True, unit_diagonal=True)
+    return _normal_log_density(eps, jnp.sum(jnp.log(s)))
 
 
-def _normal_log_density(eps, log_det):
-    return -0.5 * jnp.sum(eps**2) - log_det - 0.5 * eps.shape[-1] * np.log(2 * np.pi)
-
-
-def _full_rank_init(mu, sd):
-    d = mu.size
-    L = np.diag(np.broadcast_to(inverse_softplus(sd), (d,)))
-    return {"mu": mu, "L_tril": L[np.tril_indices(d)].astype(mu.dtype)}
+def _full_rank_from_factor(mu, L):
+    L = np.diag(np.broadcast_to(L, mu.shape)) if np.ndim(L) < 2 else np.asarray(L)
+    s = np.diag(L)
+    return {"mu": mu, "rho": inverse_softplus(s).astype(mu.dtype),
+            "T_tril": (L / s[:, None])[np.tril_indices(mu.size, -1)].astype(mu.dtype)}
 
 
 def _full_rank_factor(params):
-    mu = params["mu"]
+    mu, s = params["mu"], np.logaddexp(0.0, params["rho"])
     d = mu.size
-    L = np.zeros((d, d))
-    L[np.tril_indices(d)] = params["L_tril"]
-    L[np.diag_indices(d)] = np.logaddexp(0.0, np.diag(L))
-    return mu, L
+    L = np.eye(d)
+    L[np.tril_indices(d, -1)] = params["T_tril"]
+    return mu, L * s[:, None]
+
+
+def _full_rank_to_pymc(params):
+    mu, L = _full_rank_factor({k: np.asarray(v, "float64") for k, v in params.items()})
+    L[np.diag_indices(mu.size)] = inverse_softplus(np.diag(L))
+    return {"mu": params["mu"], "L_tril": L[np.tril_indices(mu.size)].astype(np.asarray(params["mu"]).dtype)}
+
+
+# --- low rank: z = mu + s * (eps_d + W eps_k) -------------------------------------
+
+
+def _low_rank_parts(params):
+    s, W = softplus(params["rho"]), params["W"]
+    k = W.shape[1]
+    chol = jnp.linalg.cholesky(jnp.eye(k, dtype=W.dtype) + W.T @ W)
+    return s, W, chol, jnp.sum(jnp.log(s)) + jnp.sum(jnp.log(jnp.diagonal(chol)))
+
+
+def _low_rank_draw(params, eps):
+    s, W, _, log_det = _low_rank_parts(params)
+    d = s.shape[0]
+    return params["mu"] + s * (eps[:d] + W @ eps[d:]), log_det
+
+
+def _low_rank_log_density(params, z):
+    s, W, chol, log_det = _low_rank_parts(params)
+    u = (z - params["mu"]) / s
+    # Woodbury: u^T (I + W W^T)^{-1} u = u^T u - |C^{-1} W^T u|^2, with C C^T = I + W^T W.
+    v = jax.scipy.linalg.solve_triangular(chol, W.T @ u, lower=True)
+    quad = jnp.sum(u**2) - jnp.sum(v**2)
+    return -0.5 * quad - log_det - 0.5 * u.shape[0] * np.log(2 * np.pi)
+
+
+def _low_rank_factor(params):
+    return params["mu"], gaussians.LowRank.from_factor(np.logaddexp(0.0, params["rho"]), params["W"])
+
+
+def _low_rank_from_factor(mu, factor):
+    if not isinstance(factor, gaussians.LowRank) or np.any(factor.weights < 0):
+        raise ValueError("a low-rank q's factor adds variance to a diagonal one: LowRank with weights >= 0")
+    s, U, m = factor
+    return {"mu": mu, "rho": inverse_softplus(s).astype(mu.dtype), "W": (U * np.sqrt(m)).astype(mu.dtype)}
+
+
+def default_rank(dim: int) -> int:
+    """The low-rank family's default rank: ``round(sqrt(dim))``, at least 1 (NumPyro's and pymc-extras').
+
+    Parameters
+    ----------
+    dim : int
+        The number of unconstrained values.
+
+    Returns
+    -------
+    int
+        The rank.
+    """
+    return max(1, int(round(np.sqrt(dim))))
+
+
+def low_rank(rank: int | None = None) -> Family:
+    """The low-rank-plus-diagonal family of rank ``rank``: ``cov = diag(s) (I + W W^T) diag(s)``.
+
+    Parameters
+    ----------
+    rank : int, optional
+        The columns of ``W``, in ``1..dim - 1``; default :func:`default_rank`.
+
+    Returns
+    -------
+    Family
+        Named ``"lowrank_advi"``; its ``init`` raises a ``ValueError`` for a
+        rank out of range of the model's dimension.
+    """
+    def init(mu, sd):
+        k = default_rank(mu.size) if rank is None else rank
+        if not 1 <= k < max(mu.size, 2):
+            raise ValueError(f"LowRank(rank={k}): the rank must be between 1 and {mu.size - 1} for this "
+                             f"model of {mu.size} unconstrained values (use method='fullrank_advi' for a "
+                             "dense covariance)")
+        s = np.broadcast_to(np.asarray(sd, dtype="float64"), mu.shape)
+        return {"mu": mu, "rho": inverse_softplus(s).astype(mu.dtype), "W": np.zeros((mu.size, k), mu.dtype)}
+
+    return Family(name="lowrank_advi", pymc=None, init=init, draw=_low_rank_draw,
+                  log_density=_low_rank_log_density, factor=_low_rank_factor,
+                  from_factor=_low_rank_from_factor,
+                  noise_size=lambda params: params["mu"].shape[0] + params["W"].shape[1],
+                  to_pymc=_no_pymc)
+
+
+def _no_pymc(params):
+    raise ValueError("PyMC has no low-rank approximation: use bnn_zoo.sample(result) for draws")
+
+
+# --- low rank in eigen form, the low-rank Laplace approximation's -----------------
+
+
+def _eigen_draw(params, eps):
+    s, U, m = params["scale"], params["U"], params["m"]
+    z = params["mu"] + s * (eps + U @ ((jnp.sqrt(1 + m) - 1) * (U.T @ eps)))
+    return z, jnp.sum(jnp.log(s)) + 0.5 * jnp.sum(jnp.log1p(m))
+
+
+def _eigen_log_density(params, z):
+    s, U, m = params["scale"], params["U"], params["m"]
+    u = (z - params["mu"]) / s
+    eps = u + U @ ((1 / jnp.sqrt(1 + m) - 1) * (U.T @ u))
+    return _normal_log_density(eps, jnp.sum(jnp.log(s)) + 0.5 * jnp.sum(jnp.log1p(m)))
+
+
+def _eigen_from_factor(mu, factor):
+    s, U, m = factor
+    return {"mu": mu, "scale": np.asarray(s, mu.dtype), "U": np.asarray(U, mu.dtype), "m": np.asarray(m, mu.dtype)}
 
 
 #: Mean-field q (``"advi"``): ``mu`` and ``rho``, with ``sd = softplus(rho)``.
 MEAN_FIELD = Family(
-    name="advi", pymc=pmvi.MeanField,
-    init=lambda mu, sd: {"mu": mu, "rho": np.broadcast_to(inverse_softplus(sd), mu.shape).astype(mu.dtype)},
+    name="advi", pymc=pmvi.MeanField, init=_mean_field_init,
     draw=_mean_field_draw, log_density=_mean_field_log_density,
     factor=lambda params: (params["mu"], np.logaddexp(0.0, params["rho"])),
+    from_factor=lambda mu, sd: _mean_field_init(mu, np.asarray(sd)),
 )
-#: Full-rank q (``"fullrank_advi"``): ``mu`` and ``L_tril``, the Cholesky factor packed row-major.
-FULL_RANK = Family(name="fullrank_advi", pymc=pmvi.FullRank, init=_full_rank_init,
+#: Full-rank q (``"fullrank_advi"``): ``mu``, ``rho`` and ``T_tril``, the strictly lower triangle
+#: of ``T`` packed row-major; ``z = mu + softplus(rho) * (eps + T eps)``.
+FULL_RANK = Family(name="fullrank_advi", pymc=pmvi.FullRank,
+                   init=lambda mu, sd: _full_rank_from_factor(mu, np.asarray(sd, dtype="float64")),
                    draw=_full_rank_draw, log_density=_full_rank_log_density,
-                   factor=_full_rank_factor)
+                   factor=_full_rank_factor, from_factor=_full_rank_from_factor, to_pymc=_full_rank_to_pymc)
+#: Low-rank q (``"lowrank_advi"``) at the default rank: ``mu``, ``rho`` and ``W``, ``(dim, rank)``.
+LOW_RANK = low_rank()
+#: A :class:`~bnn_zoo.inference.gaussians.LowRank` q as it is, ``mu``, ``scale``, ``U`` and ``m``:
+#: the low-rank Laplace approximation's (:mod:`~bnn_zoo.inference.laplace`); not fitted by ADVI.
+LOW_RANK_EIGEN = Family(name="lowrank_eigen", pymc=None, init=lambda mu, sd: _eigen_from_factor(
+                            mu, gaussians.LowRank(np.broadcast_to(sd, mu.shape), np.zeros((mu.size, 0)), np.zeros(0))),
+                        draw=_eigen_draw, log_density=_eigen_log_density,
+                        factor=lambda p: (p["mu"], gaussians.LowRank(p["scale"], p["U"], p["m"])),
+                        from_factor=_eigen_from_factor, to_pymc=_no_pymc)
 #: The families by name.
-FAMILIES = {f.name: f for f in (MEAN_FIELD, FULL_RANK)}
-#: The names ``bnn_zoo.fit``'s ``method`` takes: ``("advi", "fullrank_advi")``.
+FAMILIES = {f.name: f for f in (MEAN_FIELD, LOW_RANK, FULL_RANK)}
+#: The names ``bnn_zoo.fit``'s ``method`` takes for a Gaussian fitted by ADVI.
 METHODS = tuple(FAMILIES)
 
 
@@ -211,13 +366,13 @@ def get(method: str) -> Family:
 
     Parameters
     ----------
-    method : {"advi", "fullrank_advi"}
+    method : {"advi", "lowrank_advi", "fullrank_advi"}
         The name, as ``bnn_zoo.fit``'s ``method``.
 
     Returns
     -------
     Family
-        :data:`MEAN_FIELD` or :data:`FULL_RANK`.
+        :data:`MEAN_FIELD`, :data:`LOW_RANK` or :data:`FULL_RANK`.
 
     Raises
     ------
@@ -227,97 +382,6 @@ def get(method: str) -> Family:
     if method not in FAMILIES:
         raise ValueError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
     return FAMILIES[method]
-
-
-@dataclass(frozen=True)
-class MeanField:
-    """Mean-field Gaussian q, as ``bnn_zoo.fit``'s ``method`` (the same as ``"advi"``).
-
-    q is a Gaussian with a diagonal covariance over the model's unconstrained
-    values: ``z = mu + softplus(rho) * eps``.
-
-    Parameters
-    ----------
-    init_std : float, default bnn_zoo.inference.defaults.INIT_STD
-        q's initial sd of every unconstrained value. PyMC's default (about
-        0.7) makes wide networks produce NaN (docs/user_guide/engine.md).
-
-    Examples
-    --------
-    >>> import bnn_zoo
-    >>> bnn_zoo.MeanField(init_std=0.1)
-    MeanField(init_std=0.1)
-    """
-
-    init_std: float = defaults.INIT_STD
-    #: The method's name, as ``FitResult.method`` reports it.
-    name: ClassVar[str] = "advi"
-
-    def __post_init__(self):
-        _check_init_std(self)
-
-
-@dataclass(frozen=True)
-class FullRank:
-    """Full-rank Gaussian q, as ``bnn_zoo.fit``'s ``method`` (the same as ``"fullrank_advi"``).
-
-    q is a Gaussian with a dense covariance ``L L^T`` over the model's
-    unconstrained values: ``z = mu + L eps``, ``d (d + 3) / 2`` parameters.
-    Without ``init``, ``fit`` starts it from a mean-field fit of the first
-    :data:`~bnn_zoo.inference.defaults.WARM_START` of the steps.
-
-    Parameters
-    ----------
-    init_std : float, default bnn_zoo.inference.defaults.INIT_STD
-        q's initial sd of every unconstrained value (of the mean-field phase).
-
-    Examples
-    --------
-    >>> import bnn_zoo
-    >>> bnn_zoo.FullRank()
-    FullRank(init_std=0.01)
-    """
-
-    init_std: float = defaults.INIT_STD
-    #: The method's name, as ``FitResult.method`` reports it.
-    name: ClassVar[str] = "fullrank_advi"
-
-    def __post_init__(self):
-        _check_init_std(self)
-
-
-def _check_init_std(spec) -> None:
-    value = spec.init_std
-    if not (isinstance(value, (int, float, np.number)) and value > 0 and np.isfinite(value)):
-        raise ValueError(f"{type(spec).__name__}'s init_std must be positive and finite, got {value!r}")
-
-
-def resolve(method) -> tuple[Family, float]:
-    """The family and initial sd that ``bnn_zoo.fit``'s ``method`` names.
-
-    Parameters
-    ----------
-    method : {"advi", "fullrank_advi"} or MeanField or FullRank
-        A method's name (at the default ``init_std``) or a family value.
-
-    Returns
-    -------
-    family : Family
-        :data:`MEAN_FIELD` or :data:`FULL_RANK`.
-    init_std : float
-        q's initial sd.
-
-    Raises
-    ------
-    ValueError
-        For anything else, naming what ``method`` takes.
-    """
-    if isinstance(method, (MeanField, FullRank)):
-        return FAMILIES[method.name], float(method.init_std)
-    if isinstance(method, str) and method in FAMILIES:
-        return FAMILIES[method], float(defaults.INIT_STD)
-    raise ValueError(f"unknown method {method!r}; valid: {', '.join(METHODS)}, bnn_zoo.MeanField(...) "
-                     "or bnn_zoo.FullRank(...)")
 
 
 def entropy(log_det, dim: int):
@@ -337,79 +401,3 @@ def entropy(log_det, dim: int):
         ``log_det + dim / 2 * (1 + log(2 pi))``.
     """
     return log_det + 0.5 * dim * (1.0 + np.log(2 * np.pi))
-
-
-# --- NumPy: draws and densities of a fitted q --------------------------------
-
-
-def sample(mu: np.ndarray, factor: np.ndarray, n: int, rng: np.random.Generator):
-    """``n`` draws of q, and their ``log q``, in NumPy.
-
-    Parameters
-    ----------
-    mu : numpy.ndarray
-        q's mean, ``(dim,)``.
-    factor : numpy.ndarray
-        The sd vector ``(dim,)`` or the Cholesky factor ``(dim, dim)``
-        (:meth:`Family.mean_and_factor`).
-    n : int
-        The number of draws.
-    rng : numpy.random.Generator
-        The source of the standard-normal noise.
-
-    Returns
-    -------
-    z : numpy.ndarray
-        ``(n, dim)``, one draw per row.
-    log_q : numpy.ndarray
-        ``(n,)``, q's log density at each draw.
-    """
-    eps = rng.standard_normal((n, mu.size))
-    z = mu + eps * factor if factor.ndim == 1 else mu + eps @ factor.T
-    return z, _log_q_of_eps(eps, factor)
-
-
-def log_q(mu: np.ndarray, factor: np.ndarray, z: np.ndarray) -> np.ndarray:
-    """q's log density at each row of ``z``, in NumPy.
-
-    Parameters
-    ----------
-    mu : numpy.ndarray
-        q's mean, ``(dim,)``.
-    factor : numpy.ndarray
-        The sd vector ``(dim,)`` or the Cholesky factor ``(dim, dim)``.
-    z : numpy.ndarray
-        ``(n, dim)`` points.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(n,)``, ``log q(z)`` of each row.
-    """
-    if factor.ndim == 1:
-        eps = (z - mu) / factor
-    else:
-        eps = scipy.linalg.solve_triangular(factor, (z - mu).T, lower=True).T
-    return _log_q_of_eps(eps, factor)
-
-
-def _log_q_of_eps(eps: np.ndarray, factor: np.ndarray) -> np.ndarray:
-    diag = factor if factor.ndim == 1 else np.diag(factor)
-    d = eps.shape[1]
-    return -0.5 * np.sum(eps**2, axis=1) - np.sum(np.log(np.abs(diag))) - 0.5 * d * np.log(2 * np.pi)
-
-
-def covariance(factor: np.ndarray) -> np.ndarray:
-    """q's covariance matrix from its factor.
-
-    Parameters
-    ----------
-    factor : numpy.ndarray
-        The sd vector ``(dim,)`` or the Cholesky factor ``L``, ``(dim, dim)``.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(dim, dim)``: ``diag(sd**2)`` or ``L @ L.T``.
-    """
-    return np.diag(factor**2) if factor.ndim == 1 else factor @ factor.T

@@ -202,7 +202,7 @@ class ELBOFunction:
                 neg_log_q = neg_log_q - self.family.log_density(frozen, z)
         n = len(eps)
         log_lik, log_prior = log_lik / n, log_prior / n
-        h = entropy(log_det, eps.shape[-1])
+        h = entropy(log_det, params["mu"].shape[0])
         # The gradient's entropy term: exact, or the path derivative (same value in expectation).
         h_grad = jax.lax.stop_gradient(h) + (neg_log_q / n - jax.lax.stop_gradient(neg_log_q / n)) \
             if self.path_derivative else h

@@ -24,7 +24,7 @@ import pymc as pm
 import pytensor
 
 from bnn_zoo.inference import checkpoint as ckpt
-from bnn_zoo.inference import core, defaults, estimators, families, objective, optim
+from bnn_zoo.inference import core, defaults, estimators, gaussians, methods, objective, optim
 from bnn_zoo.inference.engine import Runner, compile_steps, steps_per_epoch
 from bnn_zoo.inference.families import Family
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
@@ -259,7 +259,7 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
     ValueError
         For bad arguments, as :func:`bnn_zoo.fit`.
     """
-    family, init_std = families.resolve(method)
+    family, init_std = methods.resolve(method)
     objective = ELBO() if objective is None else objective
     average_from, optimizer = check_settings(family=family, steps=steps, objective=objective, average=average,
                                              optimizer=optimizer)
@@ -278,7 +278,8 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
                 raise ValueError(f"init must be a FitResult of this model (what bnn_zoo.fit returns), got {init!r}")
             if [(n, s) for n, _, s, _ in init.layout.slots] != [(n, s) for n, _, s, _ in layout.slots]:
                 raise ValueError("init must be a fit of a model with the same variables and shapes")
-            mean, sd = init.family.mean_and_factor(init.params)[0], np.sqrt(np.diag(init.cov()))
+            mean, factor = init.family.mean_and_factor(init.params)
+            sd = gaussians.marginal_sd(factor)
         params = {k: jnp.asarray(v, dtype) for k, v in family.init(mean.astype(dtype), sd).items()}
         state = core.init(params, optimizer, average=average > 0)
         # The keys are those of the results and checkpoints written before: they resume.

@@ -102,7 +102,7 @@ def build_step(model: pm.Model, *, method: str = "advi", optimizer: str = "adam"
         layout = Layout.of(model, point)
         if [group.ordering[name][1] for name in layout.names] != [s for _, s, _, _ in layout.slots]:
             raise ValueError("PyMC orders this model's variables differently from the engine")
-        params = family.init(initial_mean(layout, point, seed).astype(dtype), init_std)
+        params = family.to_pymc(family.init(initial_mean(layout, point, seed).astype(dtype), init_std))
         for name, value in params.items():
             group.params_dict[name].set_value(np.asarray(value, dtype=dtype))
         replacements = {}
@@ -121,6 +121,17 @@ def build_step(model: pm.Model, *, method: str = "advi", optimizer: str = "adam"
                 more_replacements=replacements,
                 compile_kwargs=resolve_backend_compile_kwargs(backend, None))
     return inference, step_fn, layout
+
+
+def _from_pymc(params: dict, method: str) -> dict:
+    """PyMC's parameters of q (``mu``, ``rho`` or ``L_tril``) as the family's."""
+    if "L_tril" not in params:
+        return params
+    mu = params["mu"]
+    L = np.zeros((mu.size, mu.size))
+    L[np.tril_indices(mu.size)] = params["L_tril"]
+    L[np.diag_indices(mu.size)] = np.logaddexp(0.0, np.diag(L))
+    return families.get(method).from_factor(mu, L)
 
 
 def pymc_fit(model: pm.Model, *, method: str = "advi", steps: int = 10_000, optimizer: str = "adam",
@@ -187,7 +198,7 @@ def pymc_fit(model: pm.Model, *, method: str = "advi", steps: int = 10_000, opti
             first = time.perf_counter()
     end = time.perf_counter()
     group = inference.approx.groups[0]
-    params = {name: np.asarray(p.get_value()) for name, p in group.params_dict.items()}
+    params = _from_pymc({name: np.asarray(p.get_value()) for name, p in group.params_dict.items()}, method)
     config = dict(method=method, steps=steps, optimizer=f"pymc {optimizer}(lr={learning_rate:g})",
                   batch_size=batch_size, beta=beta, mc_samples=mc_samples, seed=seed,
                   init_std=init_std, engine=f"pymc ({backend})")

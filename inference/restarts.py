@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bnn_zoo.inference import families
+from bnn_zoo.inference import gaussians
 from bnn_zoo.inference.draws import evaluate_draws, model_data
 from bnn_zoo.inference.jaxmodel import ModelFunction
 from bnn_zoo.inference.result import FitResult
@@ -73,6 +73,6 @@ def q_elbo(density: ModelFunction, q: tuple[np.ndarray, np.ndarray], data: Seque
     se : float
         Its Monte Carlo standard error.
     """
-    z, log_q = families.sample(*q, draws, np.random.default_rng(seed))
+    z, log_q = gaussians.sample(*q, draws, np.random.default_rng(seed))
     ratio = evaluate_draws(density, z, data, ("logp",))["logp"].astype("float64") - log_q
     return float(ratio.mean()), float(ratio.std(ddof=1) / np.sqrt(len(ratio)))

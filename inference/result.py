@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pymc as pm
 
-from bnn_zoo.inference import families
+from bnn_zoo.inference import gaussians
 from bnn_zoo.inference.diagnostics import Convergence, convergence
 from bnn_zoo.inference.families import Family
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction
@@ -169,8 +169,8 @@ class FitResult:
 
     @property
     def method(self) -> str:
-        """The variational family's name: ``"advi"`` (mean-field) or ``"fullrank_advi"``."""
-        return self.family.name
+        """The method that made q: ``"advi"``, ``"lowrank_advi"``, ``"fullrank_advi"`` or ``"laplace"``."""
+        return self.config.get("method", self.family.name)
 
     @property
     def mean(self) -> dict[str, np.ndarray]:
@@ -184,8 +184,8 @@ class FitResult:
     @property
     def sd(self) -> dict[str, np.ndarray]:
         """q's marginal standard deviation of each value variable, by name (see :attr:`mean`)."""
-        return ValuesByName(self.layout.split(np.sqrt(np.diag(self.cov())) if self.method == "fullrank_advi"
-                                              else self.family.mean_and_factor(self.params)[1]), self.model)
+        return ValuesByName(self.layout.split(gaussians.marginal_sd(self.family.mean_and_factor(self.params)[1])),
+                            self.model)
 
     def cov(self) -> np.ndarray:
         """q's covariance matrix over the flat vector of unconstrained values.
@@ -197,7 +197,7 @@ class FitResult:
             says which coordinates belong to which variable
             (``layout.slots``: name, slice, shape, dtype).
         """
-        return families.covariance(self.family.mean_and_factor(self.params)[1])
+        return gaussians.covariance(self.family.mean_and_factor(self.params)[1])
 
     def to_pymc(self):
         """q as a ``pymc.variational`` approximation with these parameters.
@@ -213,12 +213,15 @@ class FitResult:
         ValueError
             If PyMC orders the model's variables differently from ``layout``.
         """
+        if self.family.pymc is None:
+            raise ValueError(f"PyMC has no approximation of a {self.method!r} fit: use bnn_zoo.sample(result) "
+                             "for draws")
         approx = self.family.pymc(model=self.model)
         group = approx.groups[0]
         if [(name, group.ordering[name][1]) for name in self.layout.names] != \
                 [(name, slc) for name, slc, _, _ in self.layout.slots]:
             raise ValueError("PyMC orders this model's variables differently from the fit")
-        for name, value in self.params.items():
+        for name, value in self.family.to_pymc(self.params).items():
             group.params_dict[name].set_value(np.asarray(value, dtype=group.params_dict[name].dtype))
         return approx
 

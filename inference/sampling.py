@@ -21,6 +21,7 @@ import xarray as xr
 from pymc.backends.arviz import find_constants, find_observations
 from xarray import DataTree
 
+from bnn_zoo.inference import qcheck
 from bnn_zoo.inference.advi import refuse_renamed
 from bnn_zoo.inference.draws import draw_z, evaluate_draws, evaluate_z, fit_list, model_data
 from bnn_zoo.inference.jaxmodel import ModelFunction
@@ -122,7 +123,9 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
 
         - ``posterior``: the free variables (and ``var_names``), one chain,
           with the model's dims;
-        - ``sample_stats``: ``log_q`` and ``log_p`` of each draw;
+        - ``sample_stats``: ``log_q`` and ``log_p`` of each draw, and its
+          Pareto-smoothed importance log weight ``psis_log_weight`` (with
+          ``log_likelihood``);
         - ``log_likelihood``: each observed variable's pointwise log density
           on the model's data (with ``log_likelihood``);
         - ``observed_data``, ``constant_data``: the observed values and the
@@ -132,11 +135,21 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
           dim for a mixture;
         - ``fit_stats``: the ELBO trace (``elbo`` along ``step``).
 
+        With ``log_likelihood``, ``attrs["pareto_k"]`` is the Pareto k of
+        the importance ratios ``p / q``: VI's own diagnostic
+        (:mod:`~bnn_zoo.inference.qcheck`; below 0.5 q is close to the
+        posterior, above 0.7 it is not).
+
     Raises
     ------
     ValueError
         For no fits, fits of different models, too few draws, or a name in
         ``var_names`` the model does not have.
+
+    Warns
+    -----
+    ApproximationWarning
+        When the Pareto k is above 0.7, naming the fit and the method to try.
 
     See Also
     --------
@@ -160,8 +173,10 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
     >>> b = idata["posterior"]["b"]
     >>> print(f"{float(b.mean()):.1f} +- {float(b.std()):.1f}")
     2.0 +- 0.1
-    >>> sorted(idata["sample_stats"].data_vars)   # each draw's log p and log q
-    ['log_p', 'log_q']
+    >>> sorted(idata["sample_stats"].data_vars)   # each draw's log p, log q and PSIS weight
+    ['log_p', 'log_q', 'psis_log_weight']
+    >>> idata.attrs["pareto_k"] < 0.5              # did VI work? (bnn_zoo.inference.qcheck)
+    True
 
     The mixture of restarts from other seeds:
 
@@ -184,15 +199,20 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
         "posterior": {name: values[name][None] for name in names},
         "sample_stats": {"log_p": log_p[None], "log_q": log_q[None]},
     }
+    attrs = {"inference_library": "pymc", "inference_library_version": pm.__version__,
+             "fit_method": result.method, "draws_from": f"{len(fits)} fit(s)"}
     if log_likelihood:
         groups["log_likelihood"] = {o: values[f"loglik:{o}"][None] for o in observed}
+        k, log_w = qcheck.pareto_k(log_p, log_q)
+        groups["sample_stats"]["psis_log_weight"] = log_w[None]
+        attrs["pareto_k"] = k
+        qcheck.warn_if_poor(k, result.method, len(fits))
     groups["observed_data"] = find_observations(model)
     groups["constant_data"] = find_constants(model)
     dims = {name: list(d) for name, d in model.named_vars_to_dims.items()}
     tree = az.from_dict({k: v for k, v in groups.items() if v}, dims=_dims_that_fit(groups, dims, model),
                         coords=model_coords(model),
-                        attrs={"/": {"inference_library": "pymc", "inference_library_version": pm.__version__,
-                                     "fit_method": result.method, "draws_from": f"{len(fits)} fit(s)"}})
+                        attrs={"/": attrs})
     tree["fit"] = DataTree(_fit_group(fits))
     tree["fit_stats"] = DataTree(_fit_stats(fits))
     return tree

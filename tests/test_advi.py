@@ -215,7 +215,7 @@ def test_infinite_loss_stops_with_the_step(engine):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(method="svgd"), "unknown method 'svgd'; valid: advi, fullrank_advi"),
+    (dict(method="svgd"), "unknown method 'svgd'; valid: advi, lowrank_advi, fullrank_advi"),
     (dict(optimizer="adam"), "optimizer must be an optax GradientTransformation"),
     (dict(batch_size=5, minibatch=("X",)), r"minibatch must name distinct data containers of the model \(y\)"),
     (dict(steps=0), "steps must be an integer in 1..100,000,000, got 0"),
@@ -397,21 +397,20 @@ def test_path_derivative_gradient_is_unbiased_and_steadier_near_the_optimum():
     density = compile_model(model, layout)
     L = np.linalg.cholesky(cov)
     # Full-rank q at the exact posterior (a Gaussian): STL's gradient is exactly zero.
-    params = {"mu": jnp.asarray(mean), "L_tril": jnp.asarray(
-        np.where(np.eye(2), families.inverse_softplus(np.diag(L)), L)[np.tril_indices(2)])}
+    params = {k: jnp.asarray(v) for k, v in families.FULL_RANK.from_factor(mean, L).items()}
     data = tuple(jnp.asarray(v.get_value()) for v in model.data_vars)
     eps = jax.random.normal(jax.random.key(0), (4000, 1, 2))
 
     def grads(stl, p):
         elbo = objective.ELBOFunction(density, families.FULL_RANK, path_derivative=stl)
         g = jax.vmap(lambda e: jax.grad(lambda q: elbo(q, e, data)[0])(p))(eps)
-        return np.concatenate([np.asarray(g["mu"]), np.asarray(g["L_tril"])], axis=1)
+        return np.concatenate([np.asarray(g[k]).reshape(len(eps), -1) for k in ("mu", "rho", "T_tril")], axis=1)
 
     plain, stl = grads(False, params), grads(True, params)
     assert np.abs(stl).max() < 1e-9
     assert plain.std(0).max() > 0.1
     # Away from the optimum both estimate the same gradient.
-    moved = {"mu": params["mu"] + 0.3, "L_tril": params["L_tril"] * 0.8}
+    moved = {"mu": params["mu"] + 0.3, "rho": params["rho"] - 0.2, "T_tril": params["T_tril"] * 0.8}
     a, b = grads(False, moved), grads(True, moved)
     se = np.hypot(a.std(0), b.std(0)) / np.sqrt(len(a))
     np.testing.assert_array_less(np.abs(a.mean(0) - b.mean(0)), 4 * se + 1e-9)

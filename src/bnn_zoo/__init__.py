@@ -3,17 +3,18 @@
 The library in six names::
 
     import bnn_zoo
-    result = bnn_zoo.fit(model)                        # any PyMC model; mean-field or full-rank
+    result = bnn_zoo.fit(model)                        # any PyMC model; mean-field, low/full rank, Laplace
     results = bnn_zoo.fit_many([model], restarts=6)    # many fits at once; the best restart runs on
-    idata = bnn_zoo.sample(result, 1000)               # ArviZ DataTree: posterior, log p / log q, q, ELBO
+    idata = bnn_zoo.sample(result, 1000)               # ArviZ DataTree; attrs["pareto_k"]: did VI work?
     pred = bnn_zoo.predict(result, {"x": x_new})       # posterior predictive on new data
     elpd = bnn_zoo.loo(idata)                          # PSIS-LOO for the approximate posterior
 
 The settings that are values: :class:`ELBO` (the objective), :class:`Checkpoint`,
-:class:`MeanField` and :class:`FullRank` (``fit``'s ``method`` with q's initial sd).
-Besides these: :func:`precision` (build a model in float32), :class:`FitResult`
-(what ``fit`` returns), ``METHODS`` (the names ``fit``'s ``method`` takes:
-``"advi"``, ``"fullrank_advi"``), and what a fit raises or warns:
+:class:`MeanField`, :class:`LowRank`, :class:`FullRank` and :class:`Laplace` (``fit``'s
+``method`` with its settings). Besides these: :func:`precision` (build a model in float32),
+:class:`FitResult` (what ``fit`` returns), :func:`reweighted` (the PSIS-reweighted posterior
+means and sds), ``METHODS`` (the ADVI families' names ``fit``'s ``method`` takes:
+``"advi"``, ``"lowrank_advi"``, ``"fullrank_advi"``; and ``"laplace"``), and what a fit raises or warns:
 :class:`NonFiniteLossError`, :class:`CheckpointError` and :class:`ConvergenceWarning`.
 These names load the engine (PyMC, JAX, ArviZ) when first used, not on
 ``import bnn_zoo``.
@@ -26,13 +27,14 @@ Subpackages: ``bnn_zoo.models`` (priors and BNN builders), ``bnn_zoo.inference``
 from typing import TYPE_CHECKING
 
 __all__ = ["ELBO", "METHODS", "Checkpoint", "CheckpointError", "ConvergenceWarning", "FitResult", "FullRank",
-           "MeanField", "NonFiniteLossError", "fit", "fit_many", "loo", "precision", "predict", "sample"]
+           "Laplace", "LowRank", "MeanField", "NonFiniteLossError", "fit", "fit_many", "loo", "precision", "predict",
+           "reweighted", "sample"]
 __version__ = "0.2.0"
 
 if TYPE_CHECKING:
     from bnn_zoo.inference import (ELBO, METHODS, Checkpoint, CheckpointError, ConvergenceWarning, FitResult,
-                                   FullRank, MeanField, NonFiniteLossError, fit, fit_many, loo, precision,
-                                   predict, sample)
+                                   FullRank, Laplace, LowRank, MeanField, NonFiniteLossError, fit, fit_many, loo,
+                                   precision, predict, reweighted, sample)
 
 
 def __getattr__(name: str):

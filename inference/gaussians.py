@@ -1,0 +1,186 @@
+"""A fitted q in NumPy: draws, log densities, covariances and marginal sds of its Gaussian.
+
+A Gaussian over the flat unconstrained vector is its mean and one of three
+factors, as :meth:`~bnn_zoo.inference.families.Family.mean_and_factor` gives
+them:
+
+- a vector of sds ``(dim,)`` (mean-field);
+- a lower-triangular Cholesky factor ``L`` ``(dim, dim)``, covariance
+  ``L L^T`` (full rank, and the Laplace approximation's dense form);
+- a :class:`LowRank`: covariance ``diag(s) (I + U diag(m) U^T) diag(s)``
+  with orthonormal ``U`` ``(dim, rank)`` and ``m > -1`` (the low-rank
+  family, and the low-rank Laplace approximation), in ``O(dim rank)``
+  memory.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import scipy.linalg
+
+__all__ = ["LowRank", "covariance", "log_q", "marginal_sd", "sample"]
+
+
+class LowRank(NamedTuple):
+    """A low-rank-plus-diagonal covariance ``diag(s) (I + U diag(m) U^T) diag(s)``.
+
+    Parameters
+    ----------
+    scale : numpy.ndarray
+        ``s``, ``(dim,)``, positive.
+    directions : numpy.ndarray
+        ``U``, ``(dim, rank)``, orthonormal columns.
+    weights : numpy.ndarray
+        ``m``, ``(rank,)``, each above -1: the variance added (``m > 0``) or
+        removed (``m < 0``) along each direction, relative to ``s``.
+    """
+
+    scale: np.ndarray
+    directions: np.ndarray
+    weights: np.ndarray
+
+    @classmethod
+    def from_factor(cls, scale: np.ndarray, W: np.ndarray) -> "LowRank":
+        """The covariance ``diag(s) (I + W W^T) diag(s)`` of any ``W`` ``(dim, rank)``.
+
+        Parameters
+        ----------
+        scale : numpy.ndarray
+            ``s``, ``(dim,)``.
+        W : numpy.ndarray
+            ``(dim, rank)``.
+
+        Returns
+        -------
+        LowRank
+            With ``U`` from the thin QR decomposition of ``W`` rotated to
+            the eigenvectors of ``R R^T``, ``m`` its eigenvalues.
+        """
+        Q, R = np.linalg.qr(W)
+        m, V = np.linalg.eigh(R @ R.T)
+        return cls(scale, Q @ V, np.maximum(m, 0.0))
+
+
+def _standardise(mu, factor, z):
+    """``eps`` with ``z = mu + A eps`` for the factor's square root ``A``, and ``log |det A|``."""
+    if isinstance(factor, LowRank):
+        s, U, m = factor
+        u = (z - mu) / s
+        proj = u @ U
+        eps = u + (proj * (1 / np.sqrt(1 + m) - 1)) @ U.T
+        return eps, np.sum(np.log(s)) + 0.5 * np.sum(np.log1p(m))
+    if factor.ndim == 1:
+        return (z - mu) / factor, np.sum(np.log(factor))
+    eps = scipy.linalg.solve_triangular(factor, (z - mu).T, lower=True).T
+    return eps, np.sum(np.log(np.abs(np.diag(factor))))
+
+
+def sample(mu: np.ndarray, factor, n: int, rng: np.random.Generator):
+    """``n`` draws of q, and their ``log q``.
+
+    Parameters
+    ----------
+    mu : numpy.ndarray
+        q's mean, ``(dim,)``.
+    factor : numpy.ndarray or LowRank
+        The sd vector ``(dim,)``, the Cholesky factor ``(dim, dim)`` or a
+        :class:`LowRank`.
+    n : int
+        The number of draws.
+    rng : numpy.random.Generator
+        The source of the standard-normal noise.
+
+    Returns
+    -------
+    z : numpy.ndarray
+        ``(n, dim)``, one draw per row.
+    log_q : numpy.ndarray
+        ``(n,)``, q's log density at each draw.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bnn_zoo.inference import gaussians
+    >>> q = gaussians.LowRank.from_factor(np.ones(3), np.array([[1.0], [1.0], [0.0]]))
+    >>> z, _ = gaussians.sample(np.zeros(3), q, 100_000, np.random.default_rng(0))
+    >>> np.round(np.cov(z.T), 1)
+    array([[2., 1., 0.],
+           [1., 2., 0.],
+           [0., 0., 1.]])
+    """
+    eps = rng.standard_normal((n, mu.size))
+    if isinstance(factor, LowRank):
+        s, U, m = factor
+        z = mu + s * (eps + ((eps @ U) * (np.sqrt(1 + m) - 1)) @ U.T)
+        log_det = np.sum(np.log(s)) + 0.5 * np.sum(np.log1p(m))
+    elif factor.ndim == 1:
+        z, log_det = mu + eps * factor, np.sum(np.log(factor))
+    else:
+        z, log_det = mu + eps @ factor.T, np.sum(np.log(np.abs(np.diag(factor))))
+    return z, _log_q_of_eps(eps, log_det)
+
+
+def log_q(mu: np.ndarray, factor, z: np.ndarray) -> np.ndarray:
+    """q's log density at each row of ``z``.
+
+    Parameters
+    ----------
+    mu : numpy.ndarray
+        q's mean, ``(dim,)``.
+    factor : numpy.ndarray or LowRank
+        As in :func:`sample`.
+    z : numpy.ndarray
+        ``(n, dim)`` points.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n,)``, ``log q(z)`` of each row.
+    """
+    eps, log_det = _standardise(mu, factor, z)
+    return _log_q_of_eps(eps, log_det)
+
+
+def _log_q_of_eps(eps: np.ndarray, log_det: float) -> np.ndarray:
+    d = eps.shape[1]
+    return -0.5 * np.sum(eps**2, axis=1) - log_det - 0.5 * d * np.log(2 * np.pi)
+
+
+def covariance(factor) -> np.ndarray:
+    """q's covariance matrix from its factor.
+
+    Parameters
+    ----------
+    factor : numpy.ndarray or LowRank
+        As in :func:`sample`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(dim, dim)``.
+    """
+    if isinstance(factor, LowRank):
+        s, U, m = factor
+        return s[:, None] * (np.eye(s.size) + (U * m) @ U.T) * s[None, :]
+    return np.diag(factor**2) if factor.ndim == 1 else factor @ factor.T
+
+
+def marginal_sd(factor) -> np.ndarray:
+    """q's marginal sd of each coordinate, without forming the covariance.
+
+    Parameters
+    ----------
+    factor : numpy.ndarray or LowRank
+        As in :func:`sample`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(dim,)``.
+    """
+    if isinstance(factor, LowRank):
+        s, U, m = factor
+        return s * np.sqrt(1 + (U**2) @ m)
+    return np.abs(factor) if factor.ndim == 1 else np.sqrt(np.sum(factor**2, axis=1))

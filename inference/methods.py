@@ -1,0 +1,158 @@
+"""What ``bnn_zoo.fit``'s ``method`` takes: a family's name or a value with its settings.
+
+``"advi"``, ``"lowrank_advi"`` and ``"fullrank_advi"`` name the Gaussian
+families of :mod:`~bnn_zoo.inference.families` at their default settings;
+:class:`MeanField`, :class:`LowRank` and :class:`FullRank` carry q's initial
+sd (and the rank), as NumPyro's autoguides carry ``init_scale``.
+:func:`resolve` turns either into the family and its initial sd.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from bnn_zoo.inference import defaults
+from bnn_zoo.inference.families import FAMILIES, METHODS, Family, low_rank
+
+__all__ = ["FullRank", "LowRank", "MeanField", "resolve"]
+
+
+@dataclass(frozen=True)
+class MeanField:
+    """Mean-field Gaussian q, as ``bnn_zoo.fit``'s ``method`` (the same as ``"advi"``).
+
+    q is a Gaussian with a diagonal covariance over the model's unconstrained
+    values: ``z = mu + softplus(rho) * eps``.
+
+    Parameters
+    ----------
+    init_std : float, default bnn_zoo.inference.defaults.INIT_STD
+        q's initial sd of every unconstrained value. PyMC's default (about
+        0.7) makes wide networks produce NaN (docs/user_guide/engine.md).
+
+    Examples
+    --------
+    >>> import bnn_zoo
+    >>> bnn_zoo.MeanField(init_std=0.1)
+    MeanField(init_std=0.1)
+    """
+
+    init_std: float = defaults.INIT_STD
+    #: The method's name, as ``FitResult.method`` reports it.
+    name: ClassVar[str] = "advi"
+
+    def __post_init__(self):
+        _check_init_std(self)
+
+
+@dataclass(frozen=True)
+class FullRank:
+    """Full-rank Gaussian q, as ``bnn_zoo.fit``'s ``method`` (the same as ``"fullrank_advi"``).
+
+    q is a Gaussian with a dense covariance ``L L^T`` over the model's
+    unconstrained values: ``z = mu + L eps``, ``d (d + 3) / 2`` parameters.
+    Without ``init``, ``fit`` starts it from a mean-field fit of the first
+    :data:`~bnn_zoo.inference.defaults.WARM_START` of the steps.
+
+    Parameters
+    ----------
+    init_std : float, default bnn_zoo.inference.defaults.INIT_STD
+        q's initial sd of every unconstrained value (of the mean-field phase).
+
+    Examples
+    --------
+    >>> import bnn_zoo
+    >>> bnn_zoo.FullRank()
+    FullRank(init_std=0.01)
+    """
+
+    init_std: float = defaults.INIT_STD
+    #: The method's name, as ``FitResult.method`` reports it.
+    name: ClassVar[str] = "fullrank_advi"
+
+    def __post_init__(self):
+        _check_init_std(self)
+
+
+@dataclass(frozen=True)
+class LowRank:
+    """Low-rank-plus-diagonal Gaussian q, as ``bnn_zoo.fit``'s ``method`` (the same as ``"lowrank_advi"``).
+
+    q is ``z = mu + s * (eps + W eta)`` with ``eps ~ N(0, I_dim)``,
+    ``eta ~ N(0, I_rank)``: covariance ``diag(s) (I + W W^T) diag(s)``,
+    ``dim (rank + 2)`` parameters. ``W`` scales with ``s`` (the noise scale
+    apart from its directions, as Pyro's low-rank guide), so that its
+    steps change each row's variance relative to that row's own; it starts
+    at zero, q at the mean-field Gaussian of ``init_std``.
+
+    Parameters
+    ----------
+    rank : int, optional
+        The columns of ``W``, in ``1..dim - 1``; default ``round(sqrt(dim))``
+        (NumPyro's and pymc-extras' default).
+    init_std : float, default bnn_zoo.inference.defaults.INIT_STD
+        q's initial sd of every unconstrained value.
+
+    Examples
+    --------
+    >>> import bnn_zoo
+    >>> bnn_zoo.LowRank(rank=5)
+    LowRank(rank=5, init_std=0.01)
+    """
+
+    rank: int | None = None
+    init_std: float = defaults.INIT_STD
+    #: The method's name, as ``FitResult.method`` reports it.
+    name: ClassVar[str] = "lowrank_advi"
+
+    def __post_init__(self):
+        _check_init_std(self)
+        if self.rank is not None and (isinstance(self.rank, bool) or not isinstance(self.rank, (int, np.integer))
+                                      or self.rank < 1):
+            raise ValueError(f"LowRank's rank must be a positive integer (or None for sqrt(dim)), "
+                             f"got {self.rank!r}")
+
+
+def _check_init_std(spec) -> None:
+    value = spec.init_std
+    if not (isinstance(value, (int, float, np.number)) and value > 0 and np.isfinite(value)):
+        raise ValueError(f"{type(spec).__name__}'s init_std must be positive and finite, got {value!r}")
+
+
+def resolve(method) -> tuple[Family, float]:
+    """The family and initial sd that ``bnn_zoo.fit``'s ``method`` names.
+
+    Parameters
+    ----------
+    method : {"advi", "lowrank_advi", "fullrank_advi"} or MeanField or LowRank or FullRank
+        A method's name (at the default ``init_std`` and rank) or a family value.
+
+    Returns
+    -------
+    family : Family
+        :data:`MEAN_FIELD`, :func:`low_rank` of the value's rank, or
+        :data:`FULL_RANK`.
+    init_std : float
+        q's initial sd.
+
+    Raises
+    ------
+    ValueError
+        For anything else, naming what ``method`` takes.
+    """
+    if isinstance(method, LowRank):
+        return low_rank(method.rank), float(method.init_std)
+    if isinstance(method, (MeanField, FullRank)):
+        return FAMILIES[method.name], float(method.init_std)
+    if isinstance(method, str) and method in FAMILIES:
+        return FAMILIES[method], float(defaults.INIT_STD)
+    if method == "laplace" or getattr(method, "name", None) == "laplace":
+        raise ValueError("method='laplace' is bnn_zoo.fit's alone: fit_many and the ADVI engine fit the "
+                         f"families {', '.join(METHODS)}")
+    raise ValueError(f"unknown method {method!r}; valid: {', '.join(METHODS)}, bnn_zoo.MeanField(...), "
+                     "bnn_zoo.LowRank(...) or bnn_zoo.FullRank(...)")
+
+

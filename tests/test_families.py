@@ -1,0 +1,147 @@
+"""The Gaussian families and methods of issue 45: low rank, the scaled full-rank factor, Laplace, Pareto k."""
+
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+import pymc as pm
+import pytest
+import scipy.stats
+
+import bnn_zoo
+from bnn_zoo.inference import families, gaussians, laplace, qcheck
+from tests.test_advi import regression_model
+
+
+def _random_params(family, d=6, seed=0):
+    rng = np.random.default_rng(seed)
+    params = family.init(rng.normal(size=d), np.exp(rng.normal(size=d) * 0.3))
+    return {k: (v + 0.3 * rng.normal(size=v.shape) if k in ("W", "T_tril") else v) for k, v in params.items()}
+
+
+@pytest.mark.parametrize("family", [families.MEAN_FIELD, families.low_rank(2), families.FULL_RANK])
+def test_each_family_has_one_gaussian_in_jax_and_numpy(family):
+    """draw, log_density (JAX) and factor, sample, log_q, covariance (NumPy) describe the same Gaussian."""
+    params = _random_params(family)
+    mu, factor = family.mean_and_factor(params)
+    cov = gaussians.covariance(factor)
+    z = np.random.default_rng(1).normal(size=(5, mu.size)) + mu
+    exact = scipy.stats.multivariate_normal(mu, cov).logpdf(z)
+    np.testing.assert_allclose(gaussians.log_q(mu, factor, z), exact, rtol=1e-8)
+    jparams = {k: jnp.asarray(v) for k, v in params.items()}
+    np.testing.assert_allclose([float(family.log_density(jparams, jnp.asarray(r))) for r in z], exact, rtol=1e-8)
+    np.testing.assert_allclose(gaussians.marginal_sd(factor), np.sqrt(np.diag(cov)), rtol=1e-10)
+    eps = np.random.default_rng(2).normal(size=(20_000, family.noise_size(params)))
+    draws = np.stack([np.asarray(family.draw(jparams, jnp.asarray(e))[0]) for e in eps[:2000]])
+    _, log_det = family.draw(jparams, jnp.asarray(eps[0]))
+    assert float(log_det) == pytest.approx(0.5 * np.linalg.slogdet(cov)[1], rel=1e-8)
+    np.testing.assert_allclose(np.cov(draws.T), cov, atol=0.15 * np.abs(cov).max())
+    back = family.from_factor(mu, factor) if family is not families.low_rank(2) else None
+    if back is not None:
+        np.testing.assert_allclose(gaussians.covariance(family.mean_and_factor(back)[1]), cov, rtol=1e-8)
+
+
+def test_full_rank_converts_to_pymc_and_back():
+    model, mean, cov, _ = regression_model()
+    fit = bnn_zoo.fit(model, method="fullrank_advi", steps=3000, progressbar=False)
+    approx = fit.to_pymc()
+    L_tril = approx.groups[0].params_dict["L_tril"].get_value()
+    L = np.zeros((2, 2))
+    L[np.tril_indices(2)] = L_tril
+    L[np.diag_indices(2)] = np.logaddexp(0, np.diag(L))
+    np.testing.assert_allclose(L @ L.T, fit.cov(), rtol=1e-6)
+
+
+def test_low_rank_fit_recovers_the_correlated_posterior():
+    model, mean, cov, _ = regression_model()
+    fit = bnn_zoo.fit(model, method=bnn_zoo.LowRank(rank=1), progressbar=False)
+    assert fit.method == "lowrank_advi"
+    sd = np.sqrt(np.diag(cov))
+    np.testing.assert_array_less(np.abs(fit.mean["w"] - mean), 0.1 * sd)
+    np.testing.assert_allclose(fit.sd["w"], sd, rtol=0.1)
+    q = fit.cov()
+    assert q[0, 1] / np.sqrt(q[0, 0] * q[1, 1]) == pytest.approx(cov[0, 1] / np.sqrt(cov[0, 0] * cov[1, 1]), abs=0.05)
+    with pytest.raises(ValueError, match="PyMC has no approximation"):
+        fit.to_pymc()
+
+
+def test_full_rank_at_its_defaults_ends_above_its_mean_field_start_in_hundreds_of_dimensions():
+    """A random walk of 300 steps: the scaled factor and the rate in 1 / sqrt(dim) keep the ELBO up."""
+    y = np.cumsum(np.random.default_rng(0).normal(0, 0.3, 300)) + np.random.default_rng(1).normal(0, 0.5, 300)
+    with pm.Model() as model:
+        walk = pm.GaussianRandomWalk("walk", sigma=0.3, init_dist=pm.Normal.dist(0, 5), shape=300)
+        pm.Normal("y", walk, 0.5, observed=y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full = bnn_zoo.fit(model, method="fullrank_advi", steps=6000, progressbar=False)
+    assert full.elbo_final > full.config["warm_start_elbo_final"]
+    assert full.convergence.converged or "rising" in full.convergence.describe()
+
+
+def test_laplace_is_exact_on_a_gaussian_posterior():
+    model, mean, cov, _ = regression_model()
+    fit = bnn_zoo.fit(model, method="laplace", progressbar=False)
+    assert fit.method == "laplace" and fit.config["curvature"] == "hessian"
+    np.testing.assert_allclose(fit.mean["w"], mean, atol=1e-5)
+    np.testing.assert_allclose(fit.cov(), cov, rtol=1e-5)
+    idata = bnn_zoo.sample(fit, 1000)
+    assert idata.attrs["pareto_k"] < qcheck.K_GOOD
+
+
+def test_low_rank_laplace_keeps_the_largest_curvatures():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 8)) * np.array([5, 3, 1, 1, 1, 1, 1, 1])
+    with pm.Model() as model:
+        w = pm.Normal("w", 0, 1, shape=8)
+        pm.Normal("y", X @ w, 1.0, observed=X @ np.ones(8) + rng.normal(size=200))
+    exact = np.linalg.inv(X.T @ X + np.eye(8))
+    fit = bnn_zoo.fit(model, method=bnn_zoo.Laplace(curvature="lowrank", rank=2), progressbar=False)
+    np.testing.assert_allclose(fit.mean["w"], exact @ X.T @ (X @ np.ones(8) + 0), atol=1.0)  # the mode
+    sd = fit.sd["w"]
+    # the two stiff directions are exact; the rest share the mean of the remaining curvature
+    np.testing.assert_allclose(sd[:2], np.sqrt(np.diag(exact))[:2], rtol=0.05)
+    assert np.all(np.isfinite(sd)) and np.ptp(sd[2:]) < 0.3 * sd[2:].mean()
+
+
+def test_refusals_are_one_line_before_any_work(monkeypatch):
+    model, *_ = regression_model()
+    with pytest.raises(ValueError, match="rank must be a positive integer"):
+        bnn_zoo.LowRank(rank=0)
+    with pytest.raises(ValueError, match=r"rank must be between 1 and 1 for this model of 2"):
+        bnn_zoo.fit(model, method=bnn_zoo.LowRank(rank=2), progressbar=False)
+    monkeypatch.setattr(laplace, "DENSE_MAX", 1)
+    with pytest.raises(ValueError, match=r"needs a dense 2 x 2 Hessian .* use bnn_zoo.Laplace\(curvature='lowrank'\)"):
+        bnn_zoo.fit(model, method=bnn_zoo.Laplace(curvature="hessian"), progressbar=False)
+    with pytest.raises(ValueError, match="takes steps and random_seed only, not batch_size="):
+        bnn_zoo.fit(model, method="laplace", batch_size=10)
+    with pm.Model() as discrete:
+        k = pm.Poisson("k", 3.0)
+        pm.Normal("y", k, 1.0, observed=[1.0, 2.0])
+    with pytest.raises(ValueError, match="free variable 'k' is discrete: the Laplace approximation needs"):
+        bnn_zoo.fit(discrete, method="laplace")
+    with pytest.raises(ValueError, match="fit_many and the ADVI engine"):
+        bnn_zoo.fit_many([model], method="laplace")
+
+
+def test_pareto_k_flags_a_poor_q_and_reweights_a_good_one():
+    model, mean, cov, _ = regression_model()
+    good = bnn_zoo.fit(model, method="fullrank_advi", progressbar=False)
+    idata = bnn_zoo.sample(good, 2000)
+    assert idata.attrs["pareto_k"] < qcheck.K_GOOD
+    summary = bnn_zoo.reweighted(idata)
+    np.testing.assert_allclose(summary["w"].sel(stat="mean"), mean, atol=0.1 * np.sqrt(np.diag(cov)).max())
+    np.testing.assert_allclose(summary["w"].sel(stat="sd"), np.sqrt(np.diag(cov)), rtol=0.1)
+    # Mean-field on a posterior with correlation -0.999: far too narrow along the ridge.
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=40)
+    X = np.column_stack([x, x + 0.05 * rng.normal(size=40)])
+    with pm.Model() as ridge:
+        w = pm.Normal("w", 0.0, 3.0, shape=2)
+        pm.Normal("obs", X @ w, 1.0, observed=X @ [1.0, -0.5] + rng.normal(size=40))
+    poor = bnn_zoo.fit(ridge, progressbar=False)
+    with pytest.warns(qcheck.ApproximationWarning, match=r"the 'advi' fit is far from the posterior: .* try "
+                                                          r"method='lowrank_advi'"):
+        bad = bnn_zoo.sample(poor, 20_000)  # a few thousand draws underestimate k this far out
+    assert bad.attrs["pareto_k"] > qcheck.K_WARN
+    with pytest.raises(ValueError, match="not reliable either"):
+        bnn_zoo.reweighted(bad)
