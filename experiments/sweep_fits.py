@@ -307,7 +307,7 @@ def evaluate(density, q, train, test, y_test, cfg, observed: str) -> dict:
     from arviz_stats.base import array_stats
 
     from bnn_zoo.evaluation.metrics import all_metrics, log_predictive
-    from bnn_zoo.inference import families, psis
+    from bnn_zoo.inference import gaussians, psis
     from bnn_zoo.inference.batch import posterior_mean
     from bnn_zoo.inference.draws import evaluate_draws
 
