@@ -33,8 +33,9 @@ import pymc.variational as pmvi
 
 from bnn_zoo.inference import gaussians
 
-__all__ = ["FAMILIES", "FULL_RANK", "LOW_RANK", "LOW_RANK_EIGEN", "MEAN_FIELD", "METHODS", "Family", "default_rank", "entropy", "get",
-           "inverse_softplus", "low_rank", "softplus"]
+__all__ = ["FAMILIES", "FULL_RANK", "LOW_RANK", "LOW_RANK_EIGEN", "MEAN_FIELD", "METHODS", "Family",
+           "check_rank_setting", "default_rank", "entropy", "get", "inverse_softplus", "low_rank", "resolve_rank",
+           "softplus"]
 
 @jax.custom_jvp
 def softplus(x):
@@ -262,6 +263,46 @@ def _low_rank_from_factor(mu, factor):
     return {"mu": mu, "rho": inverse_softplus(s).astype(mu.dtype), "W": (U * np.sqrt(m)).astype(mu.dtype)}
 
 
+def check_rank_setting(rank, owner: str) -> None:
+    """Raise ``ValueError`` unless ``rank`` is ``None`` or a positive integer.
+
+    Parameters
+    ----------
+    rank : object
+        A ``rank`` setting.
+    owner : str
+        The setting's owner, named in the message (``"LowRank"``).
+    """
+    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1):
+        raise ValueError(f"{owner}'s rank must be a positive integer (or None for sqrt(dim)), got {rank!r}")
+
+
+def resolve_rank(rank: int | None, dim: int, owner: str, instead: str) -> int:
+    """``rank`` (default :func:`default_rank`), after checking that it lies in ``1 .. dim - 1``.
+
+    Parameters
+    ----------
+    rank : int or None
+        The rank asked for.
+    dim : int
+        The number of unconstrained values.
+    owner : str
+        The setting's owner, named in the message (``"LowRank"``).
+    instead : str
+        What to use for all of the values, named in the message.
+
+    Returns
+    -------
+    int
+        The rank.
+    """
+    k = default_rank(dim) if rank is None else rank
+    if not 1 <= k < max(dim, 2):
+        raise ValueError(f"{owner}(rank={k}): the rank must be between 1 and {dim - 1} for this model of "
+                         f"{dim} unconstrained values (use {instead})")
+    return k
+
+
 def default_rank(dim: int) -> int:
     """The low-rank family's default rank: ``round(sqrt(dim))``, at least 1 (NumPyro's and pymc-extras').
 
@@ -293,11 +334,7 @@ def low_rank(rank: int | None = None) -> Family:
         rank out of range of the model's dimension.
     """
     def init(mu, sd):
-        k = default_rank(mu.size) if rank is None else rank
-        if not 1 <= k < max(mu.size, 2):
-            raise ValueError(f"LowRank(rank={k}): the rank must be between 1 and {mu.size - 1} for this "
-                             f"model of {mu.size} unconstrained values (use method='fullrank_advi' for a "
-                             "dense covariance)")
+        k = resolve_rank(rank, mu.size, "LowRank", "method='fullrank_advi' for a dense covariance")
         s = np.broadcast_to(np.asarray(sd, dtype="float64"), mu.shape)
         return {"mu": mu, "rho": inverse_softplus(s).astype(mu.dtype), "W": np.zeros((mu.size, k), mu.dtype)}
 
@@ -348,11 +385,17 @@ FULL_RANK = Family(name="fullrank_advi", pymc=pmvi.FullRank,
                    factor=_full_rank_factor, from_factor=_full_rank_from_factor, to_pymc=_full_rank_to_pymc)
 #: Low-rank q (``"lowrank_advi"``) at the default rank: ``mu``, ``rho`` and ``W``, ``(dim, rank)``.
 LOW_RANK = low_rank()
+
+
+def _eigen_init(mu, sd):
+    raise ValueError("the Laplace approximation's low-rank family is not fitted by ADVI: "
+                     "use method='lowrank_advi'")
+
+
 #: A :class:`~bnn_zoo.inference.gaussians.LowRank` q as it is, ``mu``, ``scale``, ``U`` and ``m``:
 #: the low-rank Laplace approximation's (:mod:`~bnn_zoo.inference.laplace`); not fitted by ADVI.
-LOW_RANK_EIGEN = Family(name="lowrank_eigen", pymc=None, init=lambda mu, sd: _eigen_from_factor(
-                            mu, gaussians.LowRank(np.broadcast_to(sd, mu.shape), np.zeros((mu.size, 0)), np.zeros(0))),
-                        draw=_eigen_draw, log_density=_eigen_log_density,
+LOW_RANK_EIGEN = Family(name="lowrank_eigen", pymc=None, init=_eigen_init, draw=_eigen_draw,
+                        log_density=_eigen_log_density,
                         factor=lambda p: (p["mu"], gaussians.LowRank(p["scale"], p["U"], p["m"])),
                         from_factor=_eigen_from_factor, to_pymc=_no_pymc)
 #: The families by name.

@@ -83,9 +83,7 @@ class Laplace:
     def __post_init__(self):
         if self.curvature not in CURVATURES:
             raise ValueError(f"Laplace's curvature must be one of {', '.join(CURVATURES)}, got {self.curvature!r}")
-        if self.rank is not None and (isinstance(self.rank, bool) or not isinstance(self.rank, (int, np.integer))
-                                      or self.rank < 1):
-            raise ValueError(f"Laplace's rank must be a positive integer (or None for sqrt(dim)), got {self.rank!r}")
+        families.check_rank_setting(self.rank, "Laplace")
 
 
 def _check(spec: Laplace, dim: int) -> tuple[str, int]:
@@ -94,11 +92,9 @@ def _check(spec: Laplace, dim: int) -> tuple[str, int]:
         raise ValueError(f"Laplace(curvature='hessian') needs a dense {dim} x {dim} Hessian "
                          f"({8 * dim * dim / 2**30:.1f} GiB), above DENSE_MAX = {DENSE_MAX} values: use "
                          "bnn_zoo.Laplace(curvature='lowrank') or method='lowrank_advi'")
-    rank = families.default_rank(dim) if spec.rank is None else spec.rank
-    if curvature == "lowrank" and not 1 <= rank < dim:
-        raise ValueError(f"Laplace(rank={rank}): the rank must be between 1 and {dim - 1} for this model of "
-                         f"{dim} unconstrained values (use curvature='hessian' for all of them)")
-    return curvature, rank
+    if curvature == "hessian":
+        return curvature, families.default_rank(dim) if spec.rank is None else spec.rank
+    return curvature, families.resolve_rank(spec.rank, dim, "Laplace", "curvature='hessian' for all of them")
 
 
 def fit_laplace(model: pm.Model, spec: Laplace = Laplace(), *, steps: int = 20_000,
@@ -163,12 +159,10 @@ def fit_laplace(model: pm.Model, spec: Laplace = Laplace(), *, steps: int = 20_0
         mode = found.x
         if not np.isfinite(found.fun):
             raise NonFiniteLossError(f"the log density is {-found.fun} at the end of the search for the mode")
-        hvp = jax.jit(lambda v: jax.jvp(jax.grad(lambda z: -log_p(z)), (jnp.asarray(mode, dtype),),
-                                        (v.astype(dtype),))[1])
         if curvature == "hessian":
             family, factor = families.FULL_RANK, _dense(jax.jit(jax.hessian(lambda z: -log_p(z))), mode, dtype)
         else:
-            family, factor = families.LOW_RANK_EIGEN, _low_rank(hvp, layout.dim, rank, random_seed, dtype)
+            family, factor = families.LOW_RANK_EIGEN, _low_rank(lambda z: -log_p(z), mode, rank, random_seed, dtype)
     params = family.from_factor(mode.astype(dtype), factor)
     config = dict(method="laplace", curvature=curvature, rank=rank if curvature == "lowrank" else None,
                   steps=int(found.nit), converged=bool(found.success), seed=random_seed, dtype=dtype)
@@ -195,8 +189,11 @@ def _dense(hessian, mode: np.ndarray, dtype: str) -> np.ndarray:
     return np.linalg.cholesky(0.5 * (cov + cov.T))
 
 
-def _low_rank(hvp, dim: int, rank: int, seed: int, dtype: str) -> gaussians.LowRank:
-    """The ``rank`` largest eigenpairs of ``H``, the rest of its spectrum at its mean."""
+def _low_rank(neg_log_p, mode: np.ndarray, rank: int, seed: int, dtype: str) -> gaussians.LowRank:
+    """The ``rank`` largest eigenpairs of the Hessian ``H`` of ``neg_log_p`` at ``mode`` (by
+    Hessian-vector products), the rest of its spectrum at its mean."""
+    dim = mode.size
+    hvp = jax.jit(lambda v: jax.jvp(jax.grad(neg_log_p), (jnp.asarray(mode, dtype),), (v.astype(dtype),))[1])
     op = scipy.sparse.linalg.LinearOperator(
         (dim, dim), matvec=lambda v: np.asarray(hvp(jnp.asarray(np.ravel(v))), dtype="float64"), dtype="float64")
     lam, U = scipy.sparse.linalg.eigsh(op, k=rank, which="LA")

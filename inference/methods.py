@@ -15,7 +15,7 @@ from typing import ClassVar
 import numpy as np
 
 from bnn_zoo.inference import defaults
-from bnn_zoo.inference.families import FAMILIES, METHODS, Family, low_rank
+from bnn_zoo.inference.families import FAMILIES, METHODS, Family, check_rank_setting, low_rank
 
 __all__ = ["FullRank", "LowRank", "MeanField", "resolve"]
 
@@ -110,10 +110,7 @@ class LowRank:
 
     def __post_init__(self):
         _check_init_std(self)
-        if self.rank is not None and (isinstance(self.rank, bool) or not isinstance(self.rank, (int, np.integer))
-                                      or self.rank < 1):
-            raise ValueError(f"LowRank's rank must be a positive integer (or None for sqrt(dim)), "
-                             f"got {self.rank!r}")
+        check_rank_setting(self.rank, "LowRank")
 
 
 def _check_init_std(spec) -> None:
