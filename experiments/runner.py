@@ -45,7 +45,7 @@ from bnn_zoo.experiments.config import Evaluation, Experiment, Record, RunConfig
 from bnn_zoo.experiments.fit_flags import build_parser
 from bnn_zoo.experiments.flags import UsageError, check_writable
 from bnn_zoo.experiments.runtime import keep_interrupts, run_lock, run_many, use_compilation_cache, xla_flags
-from bnn_zoo.inference import CheckpointError, ConvergenceWarning, NonFiniteLossError, optim, psis
+from bnn_zoo.inference import CheckpointError, ConvergenceWarning, NonFiniteLossError, optim, psis, qcheck
 from bnn_zoo.inference.prepare import MAX_STEPS
 from bnn_zoo.inference.diagnostics import Convergence
 from bnn_zoo.inference.engine import steps_per_epoch
@@ -218,7 +218,9 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
     chosen = fits if picked is None or early else [fits[picked]]
     checks = [f.convergence for f in chosen]
     worst = next((c for c in checks if not c.converged), checks[0])
-    idata = bnn_zoo.sample(chosen, cfg.draws, random_seed=cfg.seed, log_likelihood=exp.loo, var_names=())
+    with warnings.catch_warnings():  # recorded as q_pareto_k, and as one line by main
+        warnings.simplefilter("ignore", qcheck.ApproximationWarning)
+        idata = bnn_zoo.sample(chosen, cfg.draws, random_seed=cfg.seed, log_likelihood=exp.loo, var_names=())
     evaluation = exp.evaluate(cfg, data, chosen, idata)
     stats = idata["sample_stats"]
     ratio = (stats["log_p"] - stats["log_q"]).values.ravel()  # the ELBO of q (of the mixture, for several)
@@ -236,6 +238,7 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
         **worst.record(), "converged": all(c.converged for c in checks),
         **evaluation.metrics,
         "elbo_final": float(np.mean([f.elbo_final for f in chosen])),
+        "q_pareto_k": float(idata.attrs.get("pareto_k", np.nan)),
         "elbo_q": q_elbo_mean,
         "elbo_q_se": float(ratio.std(ddof=1) / np.sqrt(len(ratio))) if q_elbo_mean is not None else None,
         "elbo_restarts": elbos, "picked_restart": picked,
@@ -387,8 +390,14 @@ def check(exp: Experiment, cfg: RunConfig) -> None:
 
 
 def _report(exp: Experiment, prog: str, record: Record) -> None:
-    """The run's line on stdout, and a one-line warning on stderr if a fit did not converge."""
+    """The run's line on stdout, and a one-line warning on stderr if a fit did not converge or q is
+    far from the posterior (Pareto k above :data:`bnn_zoo.inference.qcheck.K_WARN`)."""
     print(exp.report(record), flush=True)
+    k = record.metrics.get("q_pareto_k", np.nan)
+    if k > qcheck.K_WARN:
+        print(f"{prog}: warning: {record.dir}: q is far from the posterior (Pareto k of p/q {k:.2f} > "
+              f"{qcheck.K_WARN}); its means and sds may be off (docs/user_guide/families.md)",
+              file=sys.stderr, flush=True)
     if not record.metrics["converged"]:
         check = recorded_convergence(record.metrics)
         hint = check.hint(smaller="a smaller --fullrank-lr" if record.metrics.get("method") == "fullrank_advi"

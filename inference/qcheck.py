@@ -105,7 +105,7 @@ def warn_if_poor(k: float, method: str, n_fits: int = 1) -> None:
         which = f"the {method!r} fit" if n_fits == 1 else f"the mixture of {n_fits} {method!r} fits"
         warnings.warn(f"{which} is far from the posterior: Pareto k of its importance ratios {k:.2f} > "
                       f"{K_WARN} (docs/user_guide/families.md); its means and sds may be off: try "
-                      f"{NEXT.get(method, 'another method')}", ApproximationWarning, stacklevel=3)
+                      f"{NEXT.get(method, 'another method')}", ApproximationWarning, stacklevel=4)
 
 
 def reweighted(idata: DataTree, var_names=None) -> xr.Dataset:
