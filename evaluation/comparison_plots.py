@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["hyperprior_effect", "loo_vs_test", "method_bands", "method_maps", "regression_sweep", "shift_curves",
-           "sweep_lines"]
+__all__ = ["hyperprior_effect", "loo_vs_test", "method_bands", "method_maps", "psense_grid", "regression_sweep",
+           "shift_curves", "sweep_lines"]
 
 
 def regression_sweep(x_train, y_train, x_grid, truth, panels: list[dict], data_range,
@@ -335,4 +335,39 @@ def shift_curves(frame) -> Figure:
     axes[1].set_yscale("log")
     axes[0].legend(fontsize=8)
     fig.suptitle("MNIST test images rotated (Ovadia et al. 2019's protocol)", fontsize=10)
+    return fig
+
+
+def psense_grid(tables: dict) -> Figure:
+    """Each pair's median power-scaling sensitivity per variable, to the prior and to the likelihood.
+
+    Parameters
+    ----------
+    tables : dict of str to pandas.DataFrame
+        :func:`bnn_zoo.evaluation.sensitivity.by_variable`'s table of each pair, by name.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Two heat maps, pairs by variables (a blank cell: the pair has no such variable), with
+        each value written in and 0.05 (the threshold) marked on the colour bars.
+    """
+    import pandas as pd
+
+    names = list(tables)
+    variables = list(dict.fromkeys(v for t in tables.values() for v in t.index))
+    fig, axes = plt.subplots(1, 2, figsize=(2.2 + 0.75 * len(variables) * 2, 0.9 + 0.32 * len(names)),
+                             layout="constrained")
+    for ax, (column, label) in zip(axes, (("prior_median", "prior"), ("likelihood_median", "likelihood"))):
+        grid = pd.DataFrame({n: tables[n][column] for n in names}).T.reindex(index=names, columns=variables)
+        image = ax.imshow(grid.values, cmap="viridis", aspect="auto", vmin=0)
+        for (i, j), value in np.ndenumerate(grid.values):
+            if np.isfinite(value):
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7,
+                        color="white" if value < 0.6 * np.nanmax(grid.values) else "black")
+        ax.set_xticks(range(len(variables)), variables, rotation=45, ha="right")
+        ax.set_yticks(range(len(names)), names if ax is axes[0] else [])
+        ax.set_title(f"sensitivity to the {label} (median over elements)")
+        bar = fig.colorbar(image, ax=ax, shrink=0.8)
+        bar.ax.axhline(0.05, color="red", lw=1.5)
     return fig

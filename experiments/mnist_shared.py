@@ -21,6 +21,7 @@ from xarray import DataTree
 from bnn_zoo import predict
 from bnn_zoo.data import mnist
 from bnn_zoo.evaluation import plots
+from bnn_zoo.evaluation.calibration import coverage_metrics
 from bnn_zoo.evaluation.metrics import all_metrics, reliability_table
 from bnn_zoo.experiments import runner
 from bnn_zoo.experiments.flags import positive_int
@@ -204,12 +205,14 @@ def classification(cfg: MNISTConfig, idata, proba: np.ndarray, y: np.ndarray, fi
     Returns
     -------
     metrics : dict
-        :func:`bnn_zoo.evaluation.metrics.all_metrics` and ``test_error`` (1 - accuracy).
+        :func:`bnn_zoo.evaluation.metrics.all_metrics`, the prediction sets' coverage and size,
+        raw and conformal (:func:`bnn_zoo.evaluation.calibration.coverage_metrics`), and
+        ``test_error`` (1 - accuracy).
     files : dict of str to callable
         ``reliability.csv`` (:func:`bnn_zoo.evaluation.metrics.reliability_table`) for the run
         folder.
     """
-    metrics = all_metrics(proba, y)
+    metrics = {**all_metrics(proba, y), **coverage_metrics(y, proba=proba)}
     metrics["test_error"] = 1.0 - metrics["accuracy"]
     idata["predictions"] = DataTree(xr.Dataset(
         {"p": (("chain", "draw", "test_obs", "class"), proba[None].astype("float32"))}))

@@ -13,7 +13,9 @@ task's default) and one figure per task, a panel per beta.
 Metrics, from the posterior draws: ``rmse_in`` (predictive mean against
 ``E[y | x]`` inside the data range), ``coverage95_in`` (share of fresh noisy
 targets in the data range inside the central 95% predictive interval,
-observation noise included), ``sd_ratio_out_in`` (mean sd of the network
+observation noise included; likewise at 50% and 90%, with each interval's mean
+width, and the conformal intervals' coverage and width at 90% and 95%:
+:func:`~bnn_zoo.evaluation.calibration.coverage_metrics`), ``sd_ratio_out_in`` (mean sd of the network
 output ``mu`` outside the data range over the mean inside;
 ``sd_ratio_out_in_total`` with the observation noise) and ``elbo_final``
 (the mean of the restarts' final ELBOs, a lower bound on the mixture's).
@@ -35,7 +37,8 @@ import numpy as np
 
 from bnn_zoo import predict
 from bnn_zoo.data import regression
-from bnn_zoo.evaluation import comparison_plots, plots
+from bnn_zoo.evaluation import calibration_plots, comparison_plots, plots
+from bnn_zoo.evaluation.calibration import coverage_metrics
 from bnn_zoo.evaluation.metrics import predictive_interval
 from bnn_zoo.experiments import runner
 from bnn_zoo.experiments.flags import int_list, nonneg_float, positive_float
@@ -260,9 +263,12 @@ def evaluate(cfg: RegressionConfig, task: regression.Task, fits, idata) -> runne
     -------
     bnn_zoo.experiments.runner.Evaluation
         The metrics (the module's, :func:`spread`'s, ``rmse_in_vs_e0``, ``rmse_test``,
-        ``sigma_mean`` and the data's sizes and ranges), ``grid.csv`` (truth, mean, sd and 95%
-        interval at each grid point) for the run folder, and the task and the grid's bands for
-        :func:`summarize`.
+        ``sigma_mean``, the test intervals' coverage and width, raw and conformal
+        (:func:`~bnn_zoo.evaluation.calibration.coverage_metrics`, names ending in ``_in``), and
+        the data's sizes and ranges), ``grid.csv`` (truth, mean, sd and 95% interval at each grid
+        point) for the run folder, and the task and the grid's bands for :func:`summarize`.
+        Writes ``<figures>/regression/pit_<run>.png``, the PIT of the test targets
+        (:func:`~bnn_zoo.evaluation.calibration_plots.pit`).
     """
     x = np.concatenate([task.x_grid, task.x_test])[:, None]
     mu = predict(fits[0], {"X": x}, idata=idata, var_names=["mu"])["predictions"]["mu"].values[0]
@@ -272,17 +278,21 @@ def evaluate(cfg: RegressionConfig, task: regression.Task, fits, idata) -> runne
              else np.full(mu.shape[0], float(cfg.noise)))
     eps = np.random.default_rng([cfg.seed, 1]).standard_normal((PREDICTIVE_REPLICAS, len(sigma)))
 
-    (lo_test, hi_test), (lo_grid, hi_grid) = (predictive_interval(m, sigma, eps) for m in (mu_test, mu_grid))
+    lo_grid, hi_grid = predictive_interval(mu_grid, sigma, eps)
     mean, sd = mu_grid.mean(0), mu_grid.std(0)
     sd_total = np.sqrt(sd**2 + np.mean(sigma**2))
     inside = task.in_range
+    y_rep = (mu_test[None] + (sigma[None] * eps)[..., None]).reshape(-1, mu_test.shape[1])
+    plots.save(calibration_plots.pit(calibration_plots.heldout(task.y_test, y_rep, name="y_test"),
+                                     title=f"{cfg.name}: PIT of the test targets"),
+               cfg.figures / "regression" / f"pit_{cfg.name}.png")
     metrics = {
         "n_train": len(task.x_train), "n_test": len(task.x_test), "data_noise_sd": task.noise_sd,
         "data_range": list(task.data_range), "grid_range": [float(task.x_grid[0]), float(task.x_grid[-1])],
         **spread(mean, sd, task),
         "rmse_in_vs_e0": float(np.sqrt(np.mean(np.square(mean - task.f_grid)[inside]))),
         "rmse_test": float(np.sqrt(np.mean(np.square(mu_test.mean(0) - task.y_test)))),
-        "coverage95_in": float(np.mean((task.y_test >= lo_test) & (task.y_test <= hi_test))),
+        **coverage_metrics(task.y_test, y_rep, suffix="_in"),
         "sd_ratio_out_in_total": float(sd_total[~inside].mean() / sd_total[inside].mean()),
         "sigma_mean": float(sigma.mean()),
     }

@@ -14,7 +14,7 @@ import arviz as az
 import pandas as pd
 from xarray import DataTree
 
-from bnn_zoo.evaluation import plots
+from bnn_zoo.evaluation import comparison_plots, plots
 from bnn_zoo.inference.io import atomic_write, write_text
 from bnn_zoo.models.priors import SCALE_FREE
 
@@ -22,7 +22,8 @@ __all__ = ["COLUMNS", "compare_pairs", "write_comparison"]
 
 #: The columns of ``--all-priors``' comparison table (``comparison.csv``), besides ``az.compare``'s.
 COLUMNS = ["prior", "hyperprior", "accuracy", "bayes_accuracy", "nll", "bayes_nll", "brier", "ece",
-           "elpd_loo", "elpd_loo_se", "pareto_k_max", "elbo_final", "converged", "fit_seconds"]
+           "elpd_loo", "elpd_loo_se", "pareto_k_max", "psense_prior_median", "psense_prior_share",
+           "psense_likelihood_median", "elbo_final", "converged", "fit_seconds"]
 
 
 def compare_pairs(loos: dict) -> tuple[pd.DataFrame, bool]:
@@ -61,7 +62,9 @@ def write_comparison(args, runs: list, split, grid: tuple) -> str:
     """One data set's comparison of the pairs: its table and figures, and the table as text.
 
     Writes ``<out>/<dataset>/comparison.csv`` and ``comparison_loo.csv``, and into
-    ``<figures>/<dataset>/`` ``compare.png`` (``az.plot_compare``), ``forest_scales.png`` (the
+    ``<figures>/<dataset>/`` ``compare.png`` (``az.plot_compare``), ``psense.png`` (each pair's
+    power-scaling sensitivities per variable,
+    :func:`~bnn_zoo.evaluation.comparison_plots.psense_grid`), ``forest_scales.png`` (the
     hierarchical pairs' layer scales), ``weights_last_layer.png`` (the output layer's weights
     under each prior, one hyperprior: Zharikov, Isachenko and Bochkarev's Fig. 3) and
     ``prior_grid.png`` (each pair's posterior-mean map).
@@ -96,6 +99,8 @@ def write_comparison(args, runs: list, split, grid: tuple) -> str:
 
     fig_dir = args.figures / cfg0.dataset
     plots.save(plots.compare(cmp), fig_dir / "compare.png")
+    plots.save(comparison_plots.psense_grid({name: r.summary["psense"] for name, r in zip(names_, runs)}),
+               fig_dir / "psense.png")
     hierarchical = {k: v for k, v in idatas.items()
                     if k.split("-")[0] not in SCALE_FREE and not k.endswith("-fixed")}
     if hierarchical:

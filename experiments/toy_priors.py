@@ -29,7 +29,8 @@ from xarray import DataTree
 
 from bnn_zoo import loo, predict
 from bnn_zoo.data import toy
-from bnn_zoo.evaluation import plots
+from bnn_zoo.evaluation import calibration_plots, plots, sensitivity
+from bnn_zoo.evaluation.calibration import coverage_metrics
 from bnn_zoo.evaluation.metrics import all_metrics
 from bnn_zoo.experiments import runner
 from bnn_zoo.experiments.flags import int_list, n_train, names, nonneg_float, positive_int
@@ -102,6 +103,8 @@ class ToyConfig(runner.RunConfig):
         Hidden layer sizes.
     uncertainty_map : bool, default True
         Draw the run's uncertainty map.
+    sensitivity_plot : bool, default True
+        Draw ArviZ's power-scaled posteriors of the layer scales (hierarchical pairs only).
     grid : bool, default True
         Predict on the map's grid (the uncertainty map and ``--all-priors``' figures need it).
     """
@@ -113,6 +116,7 @@ class ToyConfig(runner.RunConfig):
     n_test: int = 300
     hidden: tuple[int, ...] = (5, 5)
     uncertainty_map: bool = True
+    sensitivity_plot: bool = True
     grid: bool = True  # predict on the map's grid (the uncertainty map, --all-priors' figures)
 
     @property
@@ -176,7 +180,8 @@ def configs(args, dataset: str | None) -> list[ToyConfig]:
     -------
     list of ToyConfig
         With ``--all-priors``, every pair of ``--priors`` and ``--hyperpriors`` on every data set
-        (without uncertainty maps or progress bars); otherwise ``--prior`` and ``--hyperprior``.
+        (without uncertainty maps or progress bars; the psense figure for the pair of ``--prior`` and
+        ``--hyperprior`` only); otherwise ``--prior`` and ``--hyperprior``.
 
     Raises
     ------
@@ -196,7 +201,8 @@ def configs(args, dataset: str | None) -> list[ToyConfig]:
     shared = runner.fit_settings(args) | ({"progress": False} if args.all_priors else {})
     return [ToyConfig(**shared, dataset=d, prior=p, hyperprior=h,
                       noise=NOISE[d] if args.noise is None else args.noise, n_train=args.n_train,
-                      n_test=args.n_test, hidden=args.hidden, uncertainty_map=not args.all_priors)
+                      n_test=args.n_test, hidden=args.hidden, uncertainty_map=not args.all_priors,
+                      sensitivity_plot=(p, h) == (args.prior, args.hyperprior))
             for p, h in pairs for d in datasets]
 
 
@@ -252,9 +258,16 @@ def evaluate(cfg: ToyConfig, split: toy.Split, fits, idata) -> runner.Evaluation
     Returns
     -------
     bnn_zoo.experiments.runner.Evaluation
-        The metrics (:func:`bnn_zoo.evaluation.metrics.all_metrics`, the Bayes-optimal
-        classifier's, PSIS-LOO's ELPD and Pareto k), ``summary.csv`` (``az.summary``), and for
-        :func:`summarize` the grid's mean prediction, the LOO result and the posterior.
+        The metrics (:func:`bnn_zoo.evaluation.metrics.all_metrics`, the prediction sets'
+        coverage and size, raw and conformal (:func:`bnn_zoo.evaluation.calibration.coverage_metrics`), the Bayes-optimal
+        classifier's, PSIS-LOO's ELPD and Pareto k, and the power-scaling sensitivities:
+        ``psense_prior_median``, ``psense_prior_share`` (of quantities above 0.05) and
+        ``psense_likelihood_median``), ``summary.csv`` (``az.summary``) and ``psense.csv``
+        (:func:`bnn_zoo.evaluation.sensitivity.by_variable`), and for :func:`summarize` the grid's
+        mean prediction, the LOO result, the posterior and the sensitivity table. With
+        ``uncertainty_map``, the figures ``uncertainty_<pair>.png``, ``loo_pit_<pair>.png`` and
+        ``reliability_<pair>.png`` (PAVA, test points); with ``sensitivity_plot`` and layer
+        scales, ``psense_<pair>.png``.
     """
     xx, yy, grid = split.grid(GRID_POINTS) if cfg.grid else (None, None, np.empty((0, 2)))
     # One call for the test points and the map: fewer padded rows than one call each.
@@ -267,22 +280,39 @@ def evaluate(cfg: ToyConfig, split: toy.Split, fits, idata) -> runner.Evaluation
         elpd = loo(idata)
     metrics = {
         **all_metrics(proba_test, split.y_test),
+        **coverage_metrics(split.y_test, proba=proba_test),
         **bayes_reference(cfg, split),
         "elpd_loo": float(elpd.elpd), "elpd_loo_se": float(elpd.se), "p_loo": float(elpd.p),
         "pareto_k_max": float(np.max(elpd.pareto_k)),
         "pareto_k_bad_share": float(np.mean(np.asarray(elpd.pareto_k) > 0.7)),
     }
+    names = [v.name for v in fits[0].model.free_RVs]
+    psense = sensitivity.by_variable(sensitivity.prior_sensitivity(idata, fits[0].model, var_names=names))
+    metrics |= {"psense_prior_median": float(psense["prior_median"].median()),
+                "psense_prior_share": float(np.average(psense["prior_share"], weights=psense["size"])),
+                "psense_likelihood_median": float(psense["likelihood_median"].median())}
+    fig_dir, pair = cfg.figures / cfg.dataset, f"{cfg.prior}-{cfg.hyperprior}"
     if cfg.uncertainty_map:
         plots.save(plots.uncertainty_map(
             xx, yy, proba_grid, split.X_train, split.y_train,
             title=f"{cfg.dataset}: {cfg.prior} prior, {cfg.hyperprior} hyperprior "
-                  f"(test accuracy {metrics['accuracy']:.3f})"),
-            cfg.figures / cfg.dataset / f"uncertainty_{cfg.prior}-{cfg.hyperprior}.png")
+                  f"(test accuracy {metrics['accuracy']:.3f})"), fig_dir / f"uncertainty_{pair}.png")
+        plots.save(calibration_plots.pit(calibration_plots.with_predictive(fits[0], idata.copy(), cfg.seed),
+                                         title=f"{cfg.dataset} ({pair}): LOO-PIT of the training labels"),
+                   fig_dir / f"loo_pit_{pair}.png")
+        plots.save(calibration_plots.reliability(
+            calibration_plots.heldout(split.y_test, proba_test[..., 1], name="y_test"),
+            title=f"{cfg.dataset} ({pair}): PAVA reliability on the test points"), fig_dir / f"reliability_{pair}.png")
+    scales = [n for n in names if n.startswith("scale_")]
+    if cfg.sensitivity_plot and scales:
+        plots.save(sensitivity.plot(idata, scales, title=f"{cfg.dataset} ({pair}): power-scaled posteriors"),
+                   fig_dir / f"psense_{pair}.png")
     summary = az.summary(idata, kind="stats", round_to="none")
     return runner.Evaluation(
-        metrics=metrics, files={"summary.csv": lambda path: summary.to_csv(path)},
+        metrics=metrics, files={"summary.csv": lambda path: summary.to_csv(path),
+                                "psense.csv": lambda path: psense.to_csv(path, float_format="%.4g")},
         summary={"grid_mean": proba_grid[..., 1].mean(0) if cfg.grid else None, "loo": elpd,
-                 "posterior": idata["posterior"].to_dataset()})
+                 "posterior": idata["posterior"].to_dataset(), "psense": psense})
 
 
 def bayes_reference(cfg: ToyConfig, split: toy.Split) -> dict:

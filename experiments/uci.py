@@ -1,4 +1,4 @@
-"""The UCI regression benchmark: nine data sets, their published splits, five methods, one table.
+"""The UCI regression benchmark: nine data sets, their published splits, six methods, one table.
 
     bnn-zoo uci --datasets yacht --splits 2 --out results
 
@@ -38,7 +38,7 @@ from bnn_zoo.experiments.flags import (HelpFormatter, Parser, UsageError, check_
 from bnn_zoo.experiments.runtime import (cluster, keep_interrupts, progress, run_lock, use_compilation_cache,
                                          worker_xla_flags, xla_flags)
 from bnn_zoo.experiments.store import Store
-from bnn_zoo.experiments.uci_fits import (BATCH_SIZE, DEFAULTS, FULLRANK_MAX_PARAMS, METHODS, UCIConfig, fit_key,
+from bnn_zoo.experiments.uci_fits import (BATCH_SIZE, DEFAULTS, METHODS, UCIConfig, fit_key,
                                           fit_task, model, tasks)
 from bnn_zoo.experiments.uci_table import markdown, table
 
@@ -91,8 +91,7 @@ def configs(args) -> list[UCIConfig]:
     Returns
     -------
     list of UCIConfig
-        One per data set, split and method (``fullrank_advi`` only for networks of at most
-        :data:`~bnn_zoo.experiments.uci_fits.FULLRANK_MAX_PARAMS` parameters).
+        One per data set, split and method.
 
     Raises
     ------
@@ -117,11 +116,8 @@ def configs(args) -> list[UCIConfig]:
             raise UsageError(f"{name} has {count} splits (0..{count - 1}); --splits "
                              f"{args.splits if isinstance(args.splits, int) else f'{chosen[0]}-{chosen[-1]}'} "
                              "is out of range")
-        first = uci.load(name, 0, data_dir or None)
-        d, hidden, rows = first.X_train.shape[1], first.hidden, len(first.y_train)
+        rows = len(uci.load(name, 0, data_dir or None).y_train)
         for method in args.method or METHODS:
-            if method == "fullrank_advi" and (d + 2) * hidden + 2 > FULLRANK_MAX_PARAMS:
-                continue
             out += [UCIConfig(**shared, dataset="uci", uci=name, split=k, approach=method, data_dir=data_dir,
                               noise_prior=tuple(args.noise_prior), dropout_rate=args.dropout_rate,
                               batch_size=None if rows <= args.batch_size else args.batch_size,
@@ -131,6 +127,10 @@ def configs(args) -> list[UCIConfig]:
 
 def run_job(args, report=print) -> tuple[Path, int]:
     """Fit what the store lacks and write the table; returns ``table.csv``'s path and the fits made now.
+
+    A record written before the job scored the predictive intervals' coverage (one without
+    ``conf_coverage90``) is fitted again, unless ``--table-only`` is given: then the table shows
+    its RMSE and log-likelihood, and the coverage of the records that have it.
 
     Parameters
     ----------
@@ -162,9 +162,11 @@ def run_job(args, report=print) -> tuple[Path, int]:
     store.open()
     damaged = store.report_damaged(report)
     done = store.done()
-    todo = [c for c in cfgs if fit_key(c) not in done]
+    unscored = set() if args.table_only else _unscored(store, keys & done)
+    todo = [c for c in cfgs if fit_key(c) not in done or fit_key(c) in unscored]
     report(f"{len(cfgs)} fits in the job, {len(cfgs) - len(todo)} already in {store.root}, "
            + (f"{len(todo)} left out (--table-only)" if args.table_only else f"{len(todo)} to fit")
+           + (f" ({len(unscored)} of them recorded without interval coverage)" if unscored else "")
            + (f"; {damaged} damaged record{'s' * (damaged > 1)} set aside" if damaged else ""))
     work = [] if args.table_only else tasks(todo, args.splits_per_task)
     client, close = cluster(args) if work else (None, lambda: None)
@@ -195,6 +197,16 @@ def run_job(args, report=print) -> tuple[Path, int]:
     atomic_write(path, lambda tmp: t.to_csv(tmp, index=False, float_format="%.6g"))
     write_text(store.root / "table.md", markdown(t))
     return path, len(todo)
+
+
+def _unscored(store: Store, keys: set[str]) -> set[str]:
+    """The keys among ``keys`` whose records lack the intervals' coverage (written before it was scored)."""
+    if not keys:
+        return set()
+    fits = store.table(sorted(keys))
+    if "conf_coverage90" not in fits:
+        return set(fits["key"])
+    return set(fits.loc[fits["conf_coverage90"].isna(), "key"])
 
 
 def build_parser(prog: str = "bnn-zoo uci") -> argparse.ArgumentParser:

@@ -9,10 +9,11 @@ Gamma prior (``--noise-prior``). The methods (:data:`METHODS`):
     mean-field ADVI (:func:`bnn_zoo.fit`);
 ``local_reparam``
     the same with the local-reparameterisation gradient estimator;
+``lowrank_advi``
+    low-rank ADVI (``bnn_zoo.LowRank``, rank the square root of the parameters' number),
+    with the same steps and rate as ``advi``;
 ``fullrank_advi``
-    full-rank ADVI from the mean-field fit
-    (``bnn_zoo.fit(..., init=...)``), where the network has
-    at most :data:`FULLRANK_MAX_PARAMS` parameters;
+    full-rank ADVI from the mean-field fit (``bnn_zoo.fit(..., init=...)``);
 ``dropout``
     MC dropout (:mod:`bnn_zoo.inference.dropout`) at rate ``--dropout-rate``;
 ``ensemble``
@@ -21,7 +22,8 @@ Gamma prior (``--noise-prior``). The methods (:data:`METHODS`):
 
 :func:`fit_task` fits a task (one data set and method, several splits, as
 :func:`tasks` cuts them) and scores each fit on its test part
-(:func:`scores`), in the target's own units; ``bnn-zoo uci``
+(:func:`scores`: RMSE, log-likelihood, and the coverage and width of the raw and conformal
+predictive intervals), in the target's own units; ``bnn-zoo uci``
 (:mod:`~bnn_zoo.experiments.uci`) runs the tasks and stores the records.
 """
 
@@ -35,18 +37,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from bnn_zoo.data import uci
+from bnn_zoo.evaluation.calibration import coverage_metrics
 from bnn_zoo.experiments.config import RunConfig
 from bnn_zoo.experiments.runner import make_optimizer
 
-__all__ = ["BATCH_SIZE", "DEFAULTS", "FULLRANK_MAX_PARAMS", "METHODS", "UCIConfig", "fit_key", "fit_settings",
+__all__ = ["BATCH_SIZE", "DEFAULTS", "METHODS", "UCIConfig", "fit_key", "fit_settings",
            "fit_task", "model", "score_fit", "scores", "tasks"]
 
 #: The methods, in the table's order: mean-field ADVI, its local-reparameterisation estimator,
-#: full-rank ADVI, MC dropout and a deep ensemble.
-METHODS = ("advi", "local_reparam", "fullrank_advi", "dropout", "ensemble")
-#: The largest network (free parameters, the noise precision included) that ``fullrank_advi`` fits:
-#: every data set's but protein's (100 hidden units: 1,102). Larger ones are left out of the job.
-FULLRANK_MAX_PARAMS = 1000
+#: low-rank ADVI, full-rank ADVI, MC dropout and a deep ensemble.
+METHODS = ("advi", "local_reparam", "lowrank_advi", "fullrank_advi", "dropout", "ensemble")
 #: Minibatch rows on the data sets with more training rows: wine (1,439) and the four large ones
 #: (kin8nm, naval, power, protein: 7,373 to 41,157); the other four are fitted full-batch. On
 #: kin8nm's and naval's split 0, minibatches of 1,000 give the full batch's RMSE and
@@ -174,8 +174,11 @@ def scores(mu: np.ndarray, sigma: np.ndarray, split: uci.Split) -> dict:
     -------
     dict
         ``rmse`` (of the predictive mean), ``ll`` (the mean over test points of
-        ``log (1/S) sum_s N(y | mu_s, sigma_s)``) and ``sigma`` (the mean noise sd), in the
-        target's units.
+        ``log (1/S) sum_s N(y | mu_s, sigma_s)``), ``sigma`` (the mean noise sd), and the raw
+        and conformal intervals' coverage and width
+        (:func:`~bnn_zoo.evaluation.calibration.coverage_metrics`: ``coverage90``, ``width90``,
+        ``conf_coverage90``, ...; each conformal fold of the test part calibrated on the
+        others), in the target's units.
     """
     from scipy.special import logsumexp
 
@@ -184,12 +187,15 @@ def scores(mu: np.ndarray, sigma: np.ndarray, split: uci.Split) -> dict:
     s = split.y_sd * np.asarray(sigma, float)[:, None]
     log_density = -0.5 * ((y - m) / s) ** 2 - np.log(s) - 0.5 * np.log(2 * np.pi)
     ll = logsumexp(log_density, axis=0) - np.log(len(m))
-    return {"rmse": float(np.sqrt(np.mean((m.mean(0) - y) ** 2))), "ll": float(ll.mean()),
-            "sigma": float(s.mean())}
+    # Four noise replicas of each draw: predictive draws of y for the intervals' quantiles.
+    rng = np.random.default_rng(0)
+    y_rep = (m[None] + s[None] * rng.standard_normal((4, *m.shape))).reshape(-1, m.shape[1])
+    return {"rmse": float(np.sqrt(np.mean((m.mean(0) - y) ** 2))), "ll": float(ll.mean()), "sigma": float(s.mean()),
+            **coverage_metrics(y, y_rep)}
 
 
 def _advi(cfg: UCIConfig, split: uci.Split) -> dict:
-    """A mean-field fit (and a full-rank one from it) of one split, and its scores."""
+    """A mean-field or low-rank fit (and a full-rank one from the mean-field fit) of one split, and its scores."""
     import bnn_zoo
 
     m = model(cfg, split)
@@ -204,7 +210,8 @@ def _advi(cfg: UCIConfig, split: uci.Split) -> dict:
 
 
 def fit_settings(cfg: UCIConfig) -> dict:
-    """The keyword arguments of :func:`bnn_zoo.fit` that the mean-field ADVI fit of ``cfg`` takes.
+    """The keyword arguments of :func:`bnn_zoo.fit` that the ADVI fit of ``cfg`` takes (the mean-field one
+    of ``fullrank_advi``).
 
     Parameters
     ----------
@@ -214,7 +221,8 @@ def fit_settings(cfg: UCIConfig) -> dict:
     Returns
     -------
     dict
-        ``steps``, ``method`` (``bnn_zoo.MeanField`` at ``cfg.init_std``), ``objective`` (the
+        ``steps``, ``method`` (``bnn_zoo.LowRank`` for ``lowrank_advi``, else ``bnn_zoo.MeanField``,
+        at ``cfg.init_std``), ``objective`` (the
         KL weight, Monte Carlo draws, estimator and path derivative), ``average``,
         ``batch_size``, ``random_seed`` (``cfg.fit_seed``) and ``progressbar=False``.
     """
@@ -222,7 +230,8 @@ def fit_settings(cfg: UCIConfig) -> dict:
 
     objective = bnn_zoo.ELBO(beta=cfg.beta, mc_samples=cfg.mc_samples, path_derivative=cfg.path_derivative,
                              estimator="local_reparam" if cfg.approach == "local_reparam" else "weights")
-    return dict(steps=cfg.steps, method=bnn_zoo.MeanField(init_std=cfg.init_std), objective=objective,
+    family = bnn_zoo.LowRank if cfg.approach == "lowrank_advi" else bnn_zoo.MeanField
+    return dict(steps=cfg.steps, method=family(init_std=cfg.init_std), objective=objective,
                 average=cfg.average, batch_size=cfg.batch_size, random_seed=cfg.fit_seed, progressbar=False)
 
 

@@ -3,7 +3,8 @@
 :func:`table` summarises the records of ``bnn-zoo uci`` over splits (mean
 and standard error of the test RMSE and log-likelihood) next to the
 published VI, PBP and MC-dropout columns
-(:data:`bnn_zoo.data.uci.PUBLISHED`); :func:`markdown` writes it for
+(:data:`bnn_zoo.data.uci.PUBLISHED`), with the mean coverage and width of the
+raw and conformal predictive intervals; :func:`markdown` writes it for
 ``table.md``.
 """
 
@@ -12,9 +13,16 @@ from __future__ import annotations
 import numpy as np
 
 from bnn_zoo.data import uci
+from bnn_zoo.evaluation.calibration import CONFORMAL_LEVELS, LEVELS
 from bnn_zoo.experiments.uci_fits import METHODS
 
-__all__ = ["markdown", "table"]
+__all__ = ["COVERAGE", "markdown", "table"]
+
+#: The coverage columns of the records (and the table), raw then conformal: the fraction of test
+#: targets inside the central 50%, 90% and 95% predictive intervals, and inside the conformal 90%
+#: and 95% intervals; each has a ``width`` column beside it.
+COVERAGE = tuple(f"coverage{round(100 * a)}" for a in LEVELS) + tuple(f"conf_coverage{round(100 * a)}"
+                                                                       for a in CONFORMAL_LEVELS)
 
 
 def table(fits) -> "pandas.DataFrame":
@@ -34,7 +42,9 @@ def table(fits) -> "pandas.DataFrame":
         ``ll``, ``ll_se``, ``fit_seconds`` (the mean), the published ``<vi|pbp|dropout>_rmse``
         and ``_ll``, and ``beats_vi`` (RMSE below and log-likelihood above VI's) and
         ``matches_pbp`` (each of RMSE and log-likelihood better than PBP's or within one
-        standard error of it).
+        standard error of it); ``coverage_splits`` (the splits whose records carry the
+        coverage) and the mean over them of each of :data:`COVERAGE` and its width (NaN
+        where none does).
     """
     import pandas as pd
 
@@ -49,6 +59,12 @@ def table(fits) -> "pandas.DataFrame":
                    "rmse": f["rmse"].mean(), "rmse_se": f["rmse"].std(ddof=1) / np.sqrt(n) if n > 1 else np.nan,
                    "ll": f["ll"].mean(), "ll_se": f["ll"].std(ddof=1) / np.sqrt(n) if n > 1 else np.nan,
                    "fit_seconds": f["fit_seconds"].mean()}
+            scored = f[f["conf_coverage90"].notna()] if "conf_coverage90" in f else f.iloc[:0]
+            row["coverage_splits"] = len(scored)
+            for col in COVERAGE:
+                width = col.replace("coverage", "width")
+                row[col] = scored[col].mean() if len(scored) else np.nan
+                row[width] = scored[width].mean() if len(scored) else np.nan
             for col, values in uci.PUBLISHED.items():
                 row[f"{col}_rmse"], row[f"{col}_ll"] = values[name]
             vi_rmse, vi_ll = uci.PUBLISHED["vi"][name]
@@ -73,7 +89,8 @@ def markdown(t) -> str:
     str
         A line per method counting the data sets where it beats the published VI column and
         matches or beats PBP's (:func:`table`'s flags), then two tables, test RMSE and test
-        log-likelihood, one row per data set and method.
+        log-likelihood, one row per data set and method, and a third, where records carry it,
+        of the intervals' coverage and width.
     """
     def cell(mean, se, digits):
         return f"{mean:.{digits}f}" + ("" if np.isnan(se) else f" ± {se:.{digits}f}")
@@ -94,5 +111,14 @@ def markdown(t) -> str:
             digits = 4 if r["dataset"] == "naval" and metric == "rmse" else (3 if metric == "rmse" else 2)
             out.append(f"| {r['dataset']} | {r['method']} | {r['splits']} | {cell(r[metric], r[f'{metric}_se'], digits)} "
                        f"| {r[f'vi_{metric}']:.2f} | {r[f'pbp_{metric}']:.2f} | {r[f'dropout_{metric}']:.2f} |")
+        out.append("")
+    scored = t[t["coverage_splits"] > 0]
+    if len(scored):
+        out += ["**coverage of the predictive intervals, % of test targets (mean width in the target's units)**", "",
+                "| data set | method | splits | 50% | 90% | 95% | conformal 90% | conformal 95% |",
+                "|---|---|---:|---:|---:|---:|---:|---:|"]
+        for _, r in scored.iterrows():
+            cells = " | ".join(f"{100 * r[c]:.1f} ({r[c.replace('coverage', 'width')]:.3g})" for c in COVERAGE)
+            out.append(f"| {r['dataset']} | {r['method']} | {r['coverage_splits']} | {cells} |")
         out.append("")
     return "\n".join(out)

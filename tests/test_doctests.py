@@ -7,7 +7,8 @@ import pytest
 
 MODULES = ["bnn_zoo.inference.advi", "bnn_zoo.inference.batch", "bnn_zoo.inference.objective",
            "bnn_zoo.inference.families", "bnn_zoo.inference.checkpoint", "bnn_zoo.inference.defaults",
-           "bnn_zoo.inference.sampling", "bnn_zoo.inference.prediction", "bnn_zoo.inference.psis"]
+           "bnn_zoo.inference.sampling", "bnn_zoo.inference.prediction", "bnn_zoo.inference.psis",
+           "bnn_zoo.inference.gaussians", "bnn_zoo.evaluation.calibration"]
 
 
 @pytest.mark.parametrize("name", MODULES)

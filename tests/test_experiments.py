@@ -132,7 +132,16 @@ def test_a_run_writes_the_output_contract(tmp_path):
     assert idata["fit_stats"]["elbo"].shape == (1500,)
     summary = pd.read_csv(folder / "summary.csv", index_col=0)
     assert "W_0[x1, 0]" in summary.index and "mean" in summary.columns
-    assert (tmp_path / "fig" / "moons" / "uncertainty_laplace-halfcauchy.png").stat().st_size > 0
+    for figure in ("uncertainty", "loo_pit", "reliability", "psense"):
+        assert (tmp_path / "fig" / "moons" / f"{figure}_laplace-halfcauchy.png").stat().st_size > 0
+    # the prediction sets' coverage, raw and conformal (300 test points: 10 folds of 270 to calibrate on)
+    for level in (90, 95):
+        assert 0 <= metrics[f"set_coverage{level}"] <= 1 and 1 <= metrics[f"set_size{level}"] <= 2
+        assert abs(metrics[f"conf_set_coverage{level}"] - level / 100) < 0.05
+    # power-scaling sensitivity per variable, the layer scales among them
+    psense = pd.read_csv(folder / "psense.csv", index_col=0)
+    assert {"W_0", "scale_0", "scale_2"} <= set(psense.index) and (psense["prior_median"] >= 0).all()
+    assert 0 <= metrics["psense_prior_share"] <= 1 and metrics["psense_likelihood_median"] > 0
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no temp leftovers
 
 
@@ -165,7 +174,8 @@ def test_all_priors_compares_the_grid_on_each_data_set(tmp_path):
         assert (table["elpd_loo"].diff().dropna() <= 1e-9).all()  # ranked by ELPD
         assert {"accuracy", "nll", "ece", "elpd_loo", "pareto_k_max"} <= set(table.columns)
         assert len(list((tmp_path / "res" / dataset).glob("*-s0/metrics.json"))) == 4
-        for name in ("compare", "forest_scales", "weights_last_layer", "prior_grid"):
+        assert {"psense_prior_median", "psense_likelihood_median"} <= set(table.columns)
+        for name in ("compare", "psense", "forest_scales", "weights_last_layer", "prior_grid"):
             assert (tmp_path / "fig" / dataset / f"{name}.png").stat().st_size > 0
     assert "8 runs in" in proc.stdout and "circles cauchy-inversegamma" in proc.stdout
 
@@ -268,7 +278,12 @@ def test_an_unconverged_fit_says_so(tmp_path):
                    "--draws", "30", "--out", "out", "--figures", "fig", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     warning = [line for line in proc.stderr.splitlines() if "warning" in line]
-    assert len(warning) == 1 and "the fit did not converge: the ELBO is still rising" in warning[0]
+    unconverged = [line for line in warning if "did not converge" in line]
+    assert len(unconverged) == 1 and "the fit did not converge: the ELBO is still rising" in unconverged[0]
     m = json.loads((tmp_path / "out" / "moons" / "normal-inversegamma-s0" / "metrics.json").read_text())
     assert m["converged"] is False and m["convergence_elbo_change"] > 3 * m["convergence_elbo_change_se"]
+    # the other line, if any, is q's Pareto k, as recorded
+    far = [line for line in warning if "q is far from the posterior" in line]
+    assert len(warning) == 1 + len(far) and (m["q_pareto_k"] > 0.7) == bool(far)
+    assert all(f"Pareto k of p/q {m['q_pareto_k']:.2f} > 0.7" in line for line in far)
     assert "(not converged)" in proc.stdout

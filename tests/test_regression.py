@@ -17,7 +17,8 @@ from bnn_zoo.models import mlp_regressor
 from tests.conftest import command_env
 
 REQUIRED = {"task", "beta", "seed", "steps", "lr", "hidden", "activation", "noise", "rmse_in",
-            "coverage95_in", "sd_ratio_out_in", "sd_ratio_out_in_total", "fit_seconds"}
+            "coverage50_in", "coverage90_in", "coverage95_in", "width95_in", "conf_coverage90_in",
+            "conf_coverage95_in", "conf_width95_in", "sd_ratio_out_in", "sd_ratio_out_in_total", "fit_seconds"}
 
 
 # --- data -------------------------------------------------------------------
@@ -223,6 +224,10 @@ def test_the_default_blundell_fit_meets_the_targets(tmp_path):
     assert code == 0
     m = json.loads((tmp_path / "regression" / "blundell-beta1-s0" / "metrics.json").read_text())
     assert 0.9 <= m["coverage95_in"] <= 0.99
+    # The conformal intervals hold their level on the 1,000 test targets (binomial sd 0.7 points).
+    assert 0.93 <= m["conf_coverage95_in"] <= 0.97 and 0.87 <= m["conf_coverage90_in"] <= 0.93
+    assert m["coverage50_in"] < m["coverage90_in"] < m["coverage95_in"]
+    assert m["width50_in"] < m["width90_in"] < m["width95_in"]
     assert m["sd_ratio_out_in"] >= 3
     assert m["rmse_in"] < 0.05
 

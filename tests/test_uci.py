@@ -162,7 +162,7 @@ FAST = ["--datasets", "yacht", "--data-dir", str(DATA), "--steps", "3000", "--me
 def test_uci_on_yacht_writes_every_record_and_the_table_then_resumes(tmp_path):
     done = bnn_zoo_uci(*FAST, "--splits", "2", "--workers", "1", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
-    assert "10 fits in the job, 0 already" in done.stderr
+    assert "12 fits in the job, 0 already" in done.stderr
     store = tmp_path / "uci"
     fits = pd.read_parquet(store / "fits.parquet")
     assert sorted(zip(fits["approach"], fits["split"])) == sorted((m, k) for m in uci_fits.METHODS for k in (0, 1))
@@ -173,25 +173,38 @@ def test_uci_on_yacht_writes_every_record_and_the_table_then_resumes(tmp_path):
     assert list(table["method"]) == list(uci_fits.METHODS) and (table["splits"] == 2).all()
     assert {"pbp_rmse", "vi_ll", "dropout_ll", "beats_vi", "matches_pbp"} <= set(table.columns)
     assert "| yacht | advi | 2 |" in (store / "table.md").read_text()
-    assert len(pd.read_csv(store / "fits.csv")) == 10
+    assert len(pd.read_csv(store / "fits.csv")) == 12
     assert "| yacht | advi | 2 |" in done.stdout
+    # every record carries the intervals' coverage and width, raw and conformal, and the table their means
+    assert fits[list(uci_table.COVERAGE)].apply(lambda c: c.between(0, 1)).all().all()
+    assert (fits["width50"] < fits["width90"]).all() and (fits["width90"] < fits["width95"]).all()
+    assert (table["coverage_splits"] == 2).all() and "conformal 95%" in (store / "table.md").read_text()
 
     # a rerun fits nothing; a record lost (a killed run) or damaged is fitted again, alone
     again = bnn_zoo_uci(*FAST, "--splits", "2", "--workers", "1", "--out", str(tmp_path))
-    assert again.returncode == 0 and "10 already in" in again.stderr and "0 to fit" in again.stderr
+    assert again.returncode == 0 and "12 already in" in again.stderr and "0 to fit" in again.stderr
     records = sorted((store / "records").glob("*.parquet"))
     records[0].unlink()
     records[1].write_bytes(records[1].read_bytes()[:40])
     resumed = bnn_zoo_uci(*FAST, "--splits", "2", "--workers", "1", "--out", str(tmp_path))
     assert resumed.returncode == 0, resumed.stderr
-    assert "is damaged" in resumed.stderr and "8 already in" in resumed.stderr and "2 to fit" in resumed.stderr
-    assert len(pd.read_parquet(store / "fits.parquet")) == 10
+    assert "is damaged" in resumed.stderr and "10 already in" in resumed.stderr and "2 to fit" in resumed.stderr
+    assert len(pd.read_parquet(store / "fits.parquet")) == 12
+
+    # a record written before coverage was scored is fitted again, and only that one
+    old = pd.read_parquet(records[2])
+    old.drop(columns=[c for c in old if "coverage" in c or "width" in c]).to_parquet(records[2], index=False)
+    rescored = bnn_zoo_uci(*FAST, "--splits", "2", "--workers", "1", "--out", str(tmp_path))
+    assert rescored.returncode == 0, rescored.stderr
+    assert "11 already in" in rescored.stderr and "1 to fit (1 of them recorded without interval coverage)" \
+        in rescored.stderr
+    assert pd.read_parquet(records[2])["conf_coverage90"].notna().all()
 
     # --table-only fits nothing: the table of what the store holds of a larger job
     table_only = bnn_zoo_uci(*FAST, "--splits", "3", "--table-only", "--workers", "1", "--out", str(tmp_path))
     assert table_only.returncode == 0, table_only.stderr
-    assert "10 already in" in table_only.stderr and "5 left out (--table-only)" in table_only.stderr
-    assert len(list((store / "records").glob("*.parquet"))) == 10
+    assert "12 already in" in table_only.stderr and "6 left out (--table-only)" in table_only.stderr
+    assert len(list((store / "records").glob("*.parquet"))) == 12
     assert (pd.read_csv(store / "table.csv")["splits"] == 2).all()
 
 

@@ -1,0 +1,364 @@
+"""Coverage of predictive intervals, and conformal intervals and prediction sets.
+
+A predictive distribution is *calibrated* when its central :math:`\\alpha` interval holds a
+fraction :math:`\\alpha` of new targets. :func:`interval_coverage` measures that on held-out data
+from predictive draws. :func:`conformal_intervals` and :func:`conformal_sets` turn any fit's
+predictive into intervals or label sets that hold a new target with probability at least
+:math:`\\alpha`, whatever the model gets wrong, given a calibration set exchangeable with the
+test points (split conformal prediction; Vovk, Gammerman and Shafer, *Algorithmic Learning in a
+Random World*). The quantile logic is crepes' (Boström, *crepes: a Python package for
+generating conformal regressors and predictive systems*).
+
+The regression intervals are *normalised* by the model's own predictive sd,
+
+.. math::
+
+    C(x) = \\hat y(x) \\pm q_\\alpha\\, \\hat\\sigma(x), \\qquad
+    q_\\alpha = \\text{the } \\lceil (n+1)\\alpha \\rceil\\text{-th smallest of }
+    |y_i - \\hat y(x_i)| / \\hat\\sigma(x_i) \\text{ over the } n \\text{ calibration points},
+
+so they stay wide where the posterior is uncertain and narrow where it is not. A calibration
+set smaller than :func:`min_calibration_size` has no finite quantile at the level asked for, and
+both functions refuse it rather than return infinite intervals.
+
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> draws_cal, draws_test = rng.normal(size=(200, 500)), rng.normal(size=(200, 1000))
+>>> y_cal, y_test = rng.normal(size=500), rng.normal(size=1000)
+>>> round(interval_coverage(y_test, draws_test)[0.9]["coverage"], 2)
+0.89
+>>> lo, hi = conformal_intervals(y_cal, draws_cal, draws_test, level=0.9).T
+>>> bool(0.85 < np.mean((lo <= y_test) & (y_test <= hi)) < 0.97)
+True
+>>> min_calibration_size(0.95)
+19
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["CONFORMAL_FOLDS", "CONFORMAL_LEVELS", "LEVELS", "conformal_intervals", "conformal_sets",
+           "coverage_metrics", "interval_coverage", "min_calibration_size", "set_coverage"]
+
+#: The central predictive intervals scored by default: 50%, 90% and 95%.
+LEVELS = (0.5, 0.9, 0.95)
+#: The conformal intervals' and sets' levels that :func:`coverage_metrics` scores.
+CONFORMAL_LEVELS = (0.9, 0.95)
+#: Folds of a labelled test set when its conformal coverage is measured (``conformal=True``): each
+#: fold's intervals or sets are calibrated on the other folds' points (31 test points leave 27 or
+#: 28 to calibrate on, enough for 95%).
+CONFORMAL_FOLDS = 10
+
+
+def _level(level: float) -> float:
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+    return float(level)
+
+
+def _draws(name: str, draws, n: int | None = None) -> np.ndarray:
+    """``draws`` as (draws, points): every leading dimension (chain, draw, ...) flattened."""
+    a = np.asarray(getattr(draws, "values", draws), float)
+    if a.ndim == 1:
+        a = a[None]
+    a = a.reshape(-1, a.shape[-1])
+    if n is not None and a.shape[1] != n:
+        raise ValueError(f"{name} has {a.shape[1]} points in its last dimension, the targets {n}")
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} holds non-finite values; drop those points or refit")
+    return a
+
+
+def min_calibration_size(level: float) -> int:
+    """The fewest calibration points that give a finite conformal quantile at ``level``.
+
+    Parameters
+    ----------
+    level : float
+        The coverage asked for, in (0, 1).
+
+    Returns
+    -------
+    int
+        The smallest ``n`` with :math:`\\lfloor (1-\\alpha)(n+1) \\rfloor \\ge 1`, computed as
+        crepes computes it (about :math:`\\alpha / (1-\\alpha)`: 9 or 10 at 90%, 19 at 95%).
+
+    Examples
+    --------
+    >>> [min_calibration_size(a) for a in (0.5, 0.9, 0.95, 0.99)]
+    [1, 10, 19, 99]
+    """
+    level = _level(level)
+    n = max(1, math.ceil(1 / (1 - level)) - 1)
+    while int((1 - level) * (n + 1)) < 1:
+        n += 1
+    return n
+
+
+def _labels(y, k: int, n: int, name: str = "y") -> np.ndarray:
+    """``y`` as integer labels, after checking that there are ``n`` of them, each in ``0 .. k-1``."""
+    y = np.asarray(y).ravel()
+    if len(y) != n:
+        raise ValueError(f"{name} has {len(y)} labels, the probabilities {n} points")
+    bad = ~np.isin(y, np.arange(k))
+    if bad.any():
+        raise ValueError(f"{name} holds labels outside the {k} classes 0..{k - 1} (first: {y[bad][0]!r}); "
+                         "encode the labels as integers 0..K-1 in the order of the probabilities' last axis")
+    return y.astype(int)
+
+
+def _check_size(n: int, level: float, what: str) -> None:
+    need = min_calibration_size(level)
+    if n < need:
+        raise ValueError(f"{what}: level {level:g} needs at least {need} calibration points, "
+                         f"y_cal has {n}; hold out more points or lower level")
+
+
+def _folds(n: int, levels, what: str):
+    """Each fold's (calibration, test) masks of ``n`` points, after checking the calibration size."""
+    fold = np.arange(n) % CONFORMAL_FOLDS
+    for level in levels:
+        _check_size(int((fold != 0).sum()), _level(level), what)
+    return [(fold != k, fold == k) for k in range(min(n, CONFORMAL_FOLDS))]
+
+
+def interval_coverage(y, draws, levels=LEVELS, conformal: bool = False) -> dict[float, dict[str, float]]:
+    """The coverage and mean width of predictive intervals on held-out targets.
+
+    The raw interval at level :math:`\\alpha` runs between the draws' :math:`(1-\\alpha)/2` and
+    :math:`(1+\\alpha)/2` quantiles at each point, so it includes the noise when the draws do
+    (posterior-predictive draws of the observed variable). With ``conformal=True`` the intervals
+    are :func:`conformal_intervals` instead, each of :data:`CONFORMAL_FOLDS` folds of the points
+    calibrated on the other folds: the coverage a user gets by holding out data like ``y``.
+
+    Parameters
+    ----------
+    y : array_like, shape (n,)
+        The held-out targets.
+    draws : array_like, shape (..., n)
+        Predictive draws at the same points; leading dimensions (chain, draw) are pooled. An
+        ArviZ/xarray ``DataArray`` works as well.
+    levels : sequence of float, default :data:`LEVELS`
+        The intervals' probabilities.
+    conformal : bool, default False
+        Score conformal intervals rather than the draws' quantiles.
+
+    Returns
+    -------
+    dict
+        ``{level: {"coverage": fraction of y inside, "width": mean width}}``.
+
+    Raises
+    ------
+    ValueError
+        For a level outside (0, 1), draws whose last dimension is not ``len(y)``, or (with
+        ``conformal``) folds too small for a level.
+    """
+    y = np.asarray(y, float).ravel()
+    d = _draws("draws", draws, len(y))
+    folds = _folds(len(y), levels, "interval_coverage") if conformal else None
+    out = {}
+    for level in levels:
+        level = _level(level)
+        if folds is None:
+            lo, hi = np.quantile(d, [(1 - level) / 2, (1 + level) / 2], axis=0)
+        else:
+            lo, hi = np.empty(len(y)), np.empty(len(y))
+            for cal, test in folds:
+                lo[test], hi[test] = conformal_intervals(y[cal], d[:, cal], d[:, test], level).T
+        out[level] = {"coverage": float(np.mean((lo <= y) & (y <= hi))), "width": float(np.mean(hi - lo))}
+    return out
+
+
+def set_coverage(y, proba, levels=(0.9, 0.95), conformal: bool = False) -> dict[float, dict[str, float]]:
+    """The coverage and mean size of a classifier's prediction sets on held-out labels.
+
+    The raw set at level :math:`\\alpha` holds the most probable labels, in order, until their
+    predictive probability reaches :math:`\\alpha`. With ``conformal=True`` the sets are
+    :func:`conformal_sets`, each of :data:`CONFORMAL_FOLDS` folds calibrated on the others.
+
+    Parameters
+    ----------
+    y : array_like of int, shape (n,)
+        The held-out labels, in ``0 .. K-1``.
+    proba : array_like, shape (..., n, K)
+        Class probabilities, per draw or already averaged.
+    levels : sequence of float, default (0.9, 0.95)
+        The sets' probabilities.
+    conformal : bool, default False
+        Score conformal sets rather than the predictive's own.
+
+    Returns
+    -------
+    dict
+        ``{level: {"coverage": fraction of labels in their set, "size": mean set size}}``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`conformal_sets`, for labels outside the classes or folds too small.
+    """
+    p = np.asarray(getattr(proba, "values", proba), float)
+    p = p.reshape(-1, *p.shape[-2:]).mean(0)
+    y = _labels(y, p.shape[-1], len(p))
+    folds = _folds(len(y), levels, "set_coverage") if conformal else None
+    out = {}
+    for level in levels:
+        level = _level(level)
+        if folds is None:
+            order = np.argsort(-p, axis=1)
+            mass = np.cumsum(np.take_along_axis(p, order, axis=1), axis=1)
+            keep = np.concatenate([np.ones((len(p), 1), bool), mass[:, :-1] < level - 1e-12], axis=1)
+            sets = np.zeros_like(keep)
+            np.put_along_axis(sets, order, keep, axis=1)
+        else:
+            sets = np.zeros(p.shape, bool)
+            for cal, test in folds:
+                sets[test] = conformal_sets(y[cal], p[cal], p[test], level)
+        out[level] = {"coverage": float(np.mean(sets[np.arange(len(y)), y])), "size": float(sets.sum(1).mean())}
+    return out
+
+
+def conformal_intervals(y_cal, draws_cal, draws_test, level: float = 0.9) -> np.ndarray:
+    """Split-conformal intervals, normalised by the predictive sd, with coverage at least ``level``.
+
+    The point prediction is the draws' mean and the difficulty their sd, at each point; crepes'
+    normalised ``ConformalRegressor`` calibrates the scaled residuals of ``y_cal``. Under
+    exchangeability of the calibration and test points, each interval holds its target with
+    probability at least ``level`` (and at most ``level + 1/(n+1)`` for continuous scores).
+
+    Parameters
+    ----------
+    y_cal : array_like, shape (n_cal,)
+        Targets of a calibration set the fit did not see.
+    draws_cal : array_like, shape (..., n_cal)
+        Predictive draws at the calibration inputs (for example
+        ``bnn_zoo.predict(fit, {"X": X_cal})["posterior_predictive"]["y"]``).
+    draws_test : array_like, shape (..., n_test)
+        Predictive draws at the inputs to cover.
+    level : float, default 0.9
+        The coverage guaranteed.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n_test, 2)
+        Each interval's lower and upper bound.
+
+    Raises
+    ------
+    ValueError
+        For a calibration set smaller than :func:`min_calibration_size`, mismatched shapes,
+        non-finite draws or a predictive sd of zero.
+    """
+    from crepes import ConformalRegressor
+
+    level = _level(level)
+    y_cal = np.asarray(y_cal, float).ravel()
+    _check_size(len(y_cal), level, "conformal_intervals")
+    cal, test = _draws("draws_cal", draws_cal, len(y_cal)), _draws("draws_test", draws_test)
+    sd_cal, sd_test = cal.std(0), test.std(0)
+    if (sd_cal <= 0).any() or (sd_test <= 0).any():
+        raise ValueError("conformal_intervals: the draws' sd is zero at some points (one draw, or a "
+                         "deterministic predictive); pass predictive draws that include the noise")
+    regressor = ConformalRegressor().fit(y_cal - cal.mean(0), sigmas=sd_cal)
+    return regressor.predict_int(test.mean(0), sigmas=sd_test, confidence=level)
+
+
+def conformal_sets(y_cal, proba_cal, proba_test, level: float = 0.9) -> np.ndarray:
+    """Split-conformal prediction sets of a classifier, holding the true label with probability ``level``.
+
+    The non-conformity of a label is one minus its predictive probability (the mean over draws);
+    crepes' ``ConformalClassifier`` turns the calibration scores into a p-value per test point and
+    label, and a label enters the set when its p-value exceeds ``1 - level`` (unsmoothed p-values:
+    the conservative sets).
+
+    Parameters
+    ----------
+    y_cal : array_like of int, shape (n_cal,)
+        Labels of a calibration set the fit did not see, in ``0 .. K-1``.
+    proba_cal : array_like, shape (..., n_cal, K)
+        Class probabilities at the calibration inputs: per draw, or already averaged.
+    proba_test : array_like, shape (..., n_test, K)
+        Class probabilities at the inputs to classify.
+    level : float, default 0.9
+        The coverage guaranteed.
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (n_test, K)
+        ``True`` where a label is in a point's set.
+
+    Raises
+    ------
+    ValueError
+        For labels outside ``0 .. K-1``, a calibration set smaller than
+        :func:`min_calibration_size`, or mismatched shapes.
+    """
+    from crepes import ConformalClassifier
+
+    level = _level(level)
+    p_cal, p_test = (np.asarray(getattr(p, "values", p), float) for p in (proba_cal, proba_test))
+    p_cal = p_cal.reshape(-1, *p_cal.shape[-2:]).mean(0)
+    p_test = p_test.reshape(-1, *p_test.shape[-2:]).mean(0)
+    k = p_cal.shape[-1]
+    if p_test.shape[-1] != k:
+        raise ValueError(f"proba_cal has {k} classes, proba_test {p_test.shape[-1]}")
+    y = _labels(y_cal, k, len(p_cal), "y_cal")
+    _check_size(len(y), level, "conformal_sets")
+    classifier = ConformalClassifier().fit(1 - p_cal[np.arange(len(y)), y])
+    return classifier.predict_set(1 - p_test, confidence=level, smoothing=False).astype(bool)
+
+
+def coverage_metrics(y, draws=None, *, proba=None, suffix: str = "") -> dict[str, float]:
+    """The coverage columns of an experiment's metrics: raw and conformal, regression or classification.
+
+    Parameters
+    ----------
+    y : array_like, shape (n,)
+        The held-out targets or labels.
+    draws : array_like, shape (..., n), optional
+        Predictive draws of a regression (:func:`interval_coverage`).
+    proba : array_like, shape (..., n, K), optional
+        Class probabilities of a classifier (:func:`set_coverage`); give ``draws`` or ``proba``.
+    suffix : str, default ""
+        Appended to every name (``"_in"``: inside a data range).
+
+    Returns
+    -------
+    dict
+        For a regression, ``coverage<L>`` and ``width<L>`` at each of :data:`LEVELS` (``L`` in
+        percent) and ``conf_coverage<L>`` and ``conf_width<L>`` at each of
+        :data:`CONFORMAL_LEVELS`; for a classifier, ``set_coverage<L>`` and ``set_size<L>``, and
+        ``conf_set_coverage<L>`` and ``conf_set_size<L>``, at each of :data:`CONFORMAL_LEVELS`.
+        A conformal level whose folds would hold fewer calibration points than
+        :func:`min_calibration_size` is NaN (at 95%, fewer than 22 points).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(1)
+    >>> m = coverage_metrics(rng.normal(size=200), rng.normal(size=(100, 200)))
+    >>> sorted(m)[:4]
+    ['conf_coverage90', 'conf_coverage95', 'conf_width90', 'conf_width95']
+    """
+    if (draws is None) == (proba is None):
+        raise ValueError("coverage_metrics: give draws (a regression) or proba (a classifier), not both")
+    if draws is not None:
+        score, levels, names = interval_coverage, LEVELS, ("coverage", "width")
+        data = draws
+    else:
+        score, levels, names = set_coverage, CONFORMAL_LEVELS, ("set_coverage", "set_size")
+        data = proba
+    n = len(np.asarray(y).ravel())
+    calibrated = n - math.ceil(n / CONFORMAL_FOLDS)  # the fewest calibration points of a fold
+    out = {}
+    for prefix, these, conformal in (("", levels, False), ("conf_", CONFORMAL_LEVELS, True)):
+        for level in these:
+            scored = not conformal or calibrated >= min_calibration_size(level)
+            v = score(y, data, [level], conformal=conformal)[level] if scored else dict.fromkeys(names, math.nan)
+            for name, value in zip(names, v.values()):
+                out[f"{prefix}{name}{round(100 * level)}{suffix}"] = value
+    return out

@@ -1,0 +1,140 @@
+"""Coverage, conformal intervals and sets, calibration plots and prior sensitivity (issue 46)."""
+
+import numpy as np
+import pytest
+
+import bnn_zoo
+from bnn_zoo.evaluation import calibration, calibration_plots, sensitivity
+
+
+def _misspecified(n, seed):
+    """Heteroscedastic targets under a predictive whose sd is right in shape but half as wide."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-2, 2, n)
+    sd = 0.2 + 0.5 * np.abs(x)
+    y = np.sin(x) + sd * rng.standard_normal(n)
+    draws = np.sin(x) + 0.5 * sd * rng.standard_normal((400, n))
+    return y, draws
+
+
+def test_raw_intervals_of_a_too_narrow_predictive_undercover_and_conformal_ones_recover():
+    y, draws = _misspecified(4000, 0)
+    raw = calibration.interval_coverage(y, draws)
+    assert raw[0.9]["coverage"] < 0.7 and raw[0.5]["coverage"] < 0.35
+    cal = np.arange(4000) < 1000
+    lo, hi = calibration.conformal_intervals(y[cal], draws[:, cal], draws[:, ~cal], level=0.9).T
+    inside = (lo <= y[~cal]) & (y[~cal] <= hi)
+    assert 0.88 <= inside.mean() <= 0.93  # the guarantee: at least 0.9, at most 0.9 + 1/1001, give or take 0.5 points
+    # normalised by the predictive sd: wider where the draws spread wider
+    width, spread = hi - lo, draws[:, ~cal].std(0)
+    assert np.corrcoef(width, spread)[0, 1] > 0.99
+    folded = calibration.interval_coverage(y, draws, levels=(0.9, 0.95), conformal=True)
+    assert abs(folded[0.9]["coverage"] - 0.9) < 0.015 and abs(folded[0.95]["coverage"] - 0.95) < 0.01
+
+
+def test_conformal_sets_hold_their_level_and_raw_sets_follow_the_probabilities():
+    rng = np.random.default_rng(1)
+    n, k = 3000, 4
+    logits = rng.normal(size=(n, k)) * 2
+    truth = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    y = np.array([rng.choice(k, p=p) for p in truth])
+    overconfident = np.exp(3 * logits) / np.exp(3 * logits).sum(1, keepdims=True)
+    raw = calibration.set_coverage(y, overconfident)
+    assert raw[0.9]["coverage"] < 0.85  # the model's own 90% sets miss
+    conf = calibration.set_coverage(y, overconfident, conformal=True)
+    assert abs(conf[0.9]["coverage"] - 0.9) < 0.02 and conf[0.9]["size"] > raw[0.9]["size"]
+    # a calibrated model's raw sets cover as often as the probability they hold (at least 0.9);
+    # the sets of a sure model are single labels
+    mass = np.sort(truth, 1)[:, ::-1].cumsum(1)
+    held = mass[np.arange(n), (mass < 0.9).sum(1)].mean()
+    assert held >= 0.9 and abs(calibration.set_coverage(y, truth)[0.9]["coverage"] - held) < 0.02
+    onehot = np.eye(k)[y]
+    assert calibration.set_coverage(y, onehot)[0.95] == {"coverage": 1.0, "size": 1.0}
+    sets = calibration.conformal_sets(y[:1000], overconfident[:1000], overconfident[1000:], level=0.9)
+    assert sets.shape == (n - 1000, k) and sets.dtype == bool
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: calibration.conformal_intervals(np.zeros(18), np.ones((5, 18)), np.ones((5, 3)), level=0.95),
+     "conformal_intervals: level 0.95 needs at least 19 calibration points, y_cal has 18; hold out more points "
+     "or lower level"),
+    (lambda: calibration.conformal_sets([0, 1, 2] * 5, np.full((15, 2), 0.5), np.full((3, 2), 0.5)),
+     "y_cal holds labels outside the 2 classes 0..1 (first: np.int64(2))"),
+    (lambda: calibration.conformal_sets(["a"] * 15, np.full((15, 2), 0.5), np.full((3, 2), 0.5)),
+     "y_cal holds labels outside the 2 classes 0..1 (first: np.str_('a'))"),
+    (lambda: calibration.conformal_intervals(np.zeros(20), np.ones((5, 21)), np.ones((5, 3))),
+     "draws_cal has 21 points in its last dimension, the targets 20"),
+    (lambda: calibration.conformal_intervals(np.zeros(20), np.ones((5, 20)), np.ones((5, 3))),
+     "the draws' sd is zero at some points"),
+    (lambda: calibration.interval_coverage(np.zeros(3), np.ones((5, 3)), levels=(1.0,)),
+     "level must lie strictly between 0 and 1, got 1.0"),
+    (lambda: calibration.interval_coverage(np.zeros(20), np.ones((5, 20)), levels=(0.95,), conformal=True),
+     "interval_coverage: level 0.95 needs at least 19 calibration points, y_cal has 18"),
+])
+def test_a_calibration_set_too_small_or_bad_labels_are_one_clear_line(call, message):
+    with pytest.raises(ValueError) as err:
+        call()
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_min_calibration_size_is_where_crepes_first_gives_a_finite_interval():
+    from crepes import ConformalRegressor
+
+    for level in (0.8, 0.9, 0.95, 0.99):
+        n = calibration.min_calibration_size(level)
+        finite = [np.isfinite(ConformalRegressor().fit(np.arange(1.0, m + 1), sigmas=np.ones(m))
+                              .predict_int(np.zeros(1), sigmas=np.ones(1), confidence=level)).all()
+                  for m in (n - 1, n)]
+        assert finite == [False, True], level
+
+
+def test_coverage_metrics_leave_a_level_the_folds_cannot_calibrate_blank():
+    m = calibration.coverage_metrics(np.zeros(20, int), proba=np.full((20, 2), 0.5))
+    assert m["conf_set_coverage90"] == 1.0 and np.isnan(m["conf_set_coverage95"])
+    with pytest.raises(ValueError, match="give draws .* or proba"):
+        calibration.coverage_metrics(np.zeros(3))
+
+
+@pytest.fixture(scope="module")
+def toy_fit():
+    from bnn_zoo.data import toy
+    from bnn_zoo.models import mlp_classifier
+
+    split = toy.load("moons", n_train=150, n_test=60, seed=0)
+    fits = {}
+    for prior, hyper in (("normal", "halfnormal"), ("flat", "fixed")):
+        model = mlp_classifier(split.X_train, split.y_train, hidden=(4,), prior=prior, hyperprior=hyper)
+        fit = bnn_zoo.fit(model, steps=800, progressbar=False)
+        fits[prior] = fit, bnn_zoo.sample(fit, 300)
+    return split, fits
+
+
+def test_psense_finds_the_scales_prior_sensitive_and_a_flat_prior_insensitive(toy_fit):
+    _, fits = toy_fit
+    fit, idata = fits["normal"]
+    table = sensitivity.prior_sensitivity(idata.copy(), fit.model, var_names=["scale_0", "W_0"])
+    assert list(dict.fromkeys(table["variable"])) == ["scale_0", "W_0"] and len(table) == 1 + 2 * 4
+    assert (table[["prior", "likelihood"]] >= 0).all().all() and table.loc["scale_0", "prior"] > 0
+    per = sensitivity.by_variable(table)
+    assert per.loc["W_0", "size"] == 8 and 0 <= per.loc["W_0", "prior_share"] <= 1
+    flat_fit, flat = fits["flat"]
+    flat_table = sensitivity.prior_sensitivity(flat.copy(), flat_fit.model, var_names=["W_0"])
+    assert (flat_table["prior"] == 0).all() and (flat_table["likelihood"] > 0).all()
+    with pytest.raises(ValueError, match="pass the model"):
+        sensitivity.prior_sensitivity(idata.copy())
+
+
+def test_the_calibration_plots_draw_through_arviz_plots(toy_fit, tmp_path):
+    from matplotlib.figure import Figure
+
+    split, fits = toy_fit
+    fit, idata = fits["normal"]
+    figures = [calibration_plots.pit(calibration_plots.with_predictive(fit, idata.copy()), title="LOO-PIT"),
+               calibration_plots.reliability(calibration_plots.heldout(split.y_test, np.tile(split.y_test, (5, 1)))),
+               calibration_plots.pit(calibration_plots.heldout(*np.split(np.random.default_rng(0).normal(
+                   size=(51, 30)), [1]))),
+               sensitivity.plot(idata.copy(), ["scale_0"], fit.model)]
+    assert all(isinstance(f, Figure) and f.axes for f in figures)
+    assert figures[0].axes[0].get_title() == "LOO-PIT" and "LOO-PIT" in figures[0].axes[0].get_xlabel()
+    with pytest.raises(ValueError, match="draws has 4 points in its last dimension, y 3"):
+        calibration_plots.heldout(np.zeros(3), np.zeros((2, 4)))
