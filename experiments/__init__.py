@@ -10,7 +10,7 @@
   ``mnist-bbb``), on the pieces they share in :mod:`~bnn_zoo.experiments.mnist_shared`;
 - :mod:`~bnn_zoo.experiments.regression`: 1-D regression and its uncertainty away from the
   data, over a sweep of KL weights (``bnn-zoo regression``);
-- :mod:`~bnn_zoo.experiments.uci`: the UCI regression benchmark, five methods on nine data
+- :mod:`~bnn_zoo.experiments.uci`: the UCI regression benchmark, six methods on nine data
   sets' published splits, a resumable job on Dask (``bnn-zoo uci``); its fits and methods in
   :mod:`~bnn_zoo.experiments.uci_fits`, its table in :mod:`~bnn_zoo.experiments.uci_table`;
 - :mod:`~bnn_zoo.experiments.alternatives`: ADVI against NUTS, SGLD, deep ensembles, SWAG and

@@ -278,7 +278,7 @@ def check_rank_setting(rank, owner: str) -> None:
 
 
 def resolve_rank(rank: int | None, dim: int, owner: str, instead: str) -> int:
-    """``rank`` (default :func:`default_rank`), after checking that it lies in ``1 .. dim - 1``.
+    """``rank`` (default :func:`default_rank`), after checking that it lies between 1 and ``dim - 1``.
 
     Parameters
     ----------
