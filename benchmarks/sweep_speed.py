@@ -10,7 +10,9 @@ the test metrics): one at a time as ``bnn-zoo moons`` runs them
 and together as ``bnn-zoo sweep`` runs a task (``sweep_fits.fit_task``: one
 vmapped program, then the same evaluation without the DataTrees). One core,
 the sweep workers' XLA flags for both (``runtime.worker_xla_flags``); each path is run
-once untimed first, so that compilation is not timed.
+once untimed first, so that compilation is not timed (``--no-warmup``: not, and the
+compilation is in the fit program's time). Each vectorised task's line is followed by
+where its time went, from its records: the fit program, the evaluation, and the rest.
 """
 
 from __future__ import annotations
@@ -29,10 +31,13 @@ def main(argv=None) -> int:
     from bnn_zoo.experiments import runner, runtime, sweep, sweep_fits, sweep_spec, toy_priors
 
     p = argparse.ArgumentParser(prog="python -m benchmarks.sweep_speed", description=__doc__.splitlines()[0])
-    p.add_argument("--fits", type=int, default=8, help="fits timed one at a time")
+    p.add_argument("--fits", type=int, default=8,
+                   help="fits timed one at a time (0: time the vectorised task of --batch alone)")
     p.add_argument("--batch", type=int, default=48, help="fits in the timed vectorised task")
     p.add_argument("--steps", type=int, default=10_000)
     p.add_argument("--float32", action="store_true", help="fit and evaluate in single precision")
+    p.add_argument("--no-warmup", action="store_true",
+                   help="time each path's first run, compilation included (where device time is scarce)")
     args = p.parse_args(argv)
     for flag in runtime.worker_xla_flags():  # before JAX starts its backend
         runtime.add_xla_flag(flag)
@@ -50,19 +55,31 @@ def main(argv=None) -> int:
         for cfg in part:
             runner.run(exp, dataclasses.replace(cfg, out=work, figures=work, keep_draws=False))
 
+    def split(records, seconds):
+        """Where a vectorised task's time went, from its records' own timings."""
+        fit = sum(r["record"]["fit_seconds"] for r in records)
+        evaluation = sum(r["record"]["evaluate_seconds"] for r in records)
+        n = len(records)
+        return (f"  split: fit program {fit:.1f} s, evaluation {evaluation:.1f} s "
+                f"({1e3 * evaluation / n:.0f} ms a fit), the rest {seconds - fit - evaluation:.1f} s")
+
     rows = []
-    for name, fn, part, warm in (
-            ("one at a time (bnn-zoo moons)", one_at_a_time, cfgs[2:2 + args.fits], cfgs[:1]),
-            (f"vectorised, {args.fits} fits a task", sweep_fits.fit_task, cfgs[2:2 + args.fits], cfgs[:args.fits]),
-            (f"vectorised, {args.batch} fits a task", sweep_fits.fit_task, cfgs[2:2 + args.batch], cfgs[:args.batch])):
-        fn(warm)  # compiles (and fills JAX's caches) for this path
+    paths = [("one at a time (bnn-zoo moons)", one_at_a_time, cfgs[2:2 + args.fits], cfgs[:1]),
+             (f"vectorised, {args.fits} fits a task", sweep_fits.fit_task, cfgs[2:2 + args.fits], cfgs[:args.fits]),
+             (f"vectorised, {args.batch} fits a task", sweep_fits.fit_task, cfgs[2:2 + args.batch], cfgs[:args.batch])]
+    for name, fn, part, warm in paths[2:] if args.fits == 0 else paths:
+        if not args.no_warmup:
+            fn(warm)  # compiles (and fills JAX's caches) for this path
         t0 = time.perf_counter()
-        fn(part)
+        records = fn(part)
         seconds = time.perf_counter() - t0
         rows.append((name, len(part), seconds))
         print(f"{name:34s} {len(part):4d} fits {seconds:8.1f} s {len(part) / seconds:7.3f} fits/s", flush=True)
+        if records:
+            print(split(records, seconds) + (" (compilation in the fit program)" if args.no_warmup else ""),
+                  flush=True)
     base = rows[0][1] / rows[0][2]
-    for name, n, seconds in rows[1:]:
+    for name, n, seconds in rows[1:] if args.fits else []:
         print(f"{name}: {n / seconds / base:.2f}x the fits per second of one at a time")
     return 0
 

@@ -28,6 +28,8 @@ def env(name: str, full, quick):
 
 CNN_EPOCHS = env("CNN_EPOCHS", 5, 1)
 SWEEP_BATCH = env("SWEEP_BATCH", 384, 4)
+SWEEP_FITS = env("SWEEP_FITS", 3, 1)  # fits timed one at a time and in a small task (0: the big task alone)
+SWEEP_WARMUP = env("SWEEP_WARMUP", 1, 1)  # 0: time each path's first run, compilation included
 BLUNDELL_EPOCHS = env("BLUNDELL_EPOCHS", 0, 0)  # Blundell's 2x1200 scale mixture, the paper's objective
 
 DEVICES = """
@@ -42,8 +44,9 @@ STEPS = [
     # name, time limit (s), command
     ("devices", 60, [PY, "-c", DEVICES]),
     ("tests", env("TESTS_LIMIT", 300, 300),
-     [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_engine.py"]
-     + ([] if QUICK else ["tests/test_posterior.py", "tests/test_estimators.py", "tests/test_ops.py"])),
+     [PY, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider"]
+     + (os.environ["TESTS"].split(",") if os.environ.get("TESTS") else ["tests/test_engine.py"]
+        + ([] if QUICK else ["tests/test_posterior.py", "tests/test_estimators.py", "tests/test_ops.py"]))),
     ("advi_speed_mlp400", env("ADVI_LIMIT", 200, 300),
      [PY, "-m", "benchmarks.advi_speed", "--model", "mlp400", "--json", "{work}/advi_speed_mlp400.json"]
      + (["--steps", "20", "--blocks", "2"] if QUICK else ["--steps", "2000", "--blocks", "10"])),
@@ -56,7 +59,8 @@ STEPS = [
      + (["--limit-train", "1000", "--draws", "3"] if QUICK else [])),
     ("sweep_speed", env("SWEEP_LIMIT", 300, 300),
      [PY, "-m", "benchmarks.sweep_speed", "--float32", "--batch", str(SWEEP_BATCH)]
-     + (["--fits", "1", "--steps", "200"] if QUICK else ["--fits", "3"])),
+     + (["--fits", "1", "--steps", "200"] if QUICK else ["--fits", str(SWEEP_FITS)])
+     + ([] if SWEEP_WARMUP else ["--no-warmup"])),
 ]
 if BLUNDELL_EPOCHS:
     STEPS.append(("mnist_bbb_2x1200", env("BLUNDELL_LIMIT", 570, 570),
@@ -72,8 +76,8 @@ unknown = set(ONLY) - {name for name, _, _ in STEPS}
 if unknown:
     sys.exit(f"steps.py: unknown steps in ONLY: {', '.join(sorted(unknown))}; "
              f"valid: {', '.join(name for name, _, _ in STEPS)}")
-if ONLY:
-    STEPS = [step for step in STEPS if step[0] in ("devices", *ONLY)]
+if ONLY:  # in ONLY's order
+    STEPS = [step for name in ("devices", *ONLY) for step in STEPS if step[0] == name]
 
 
 def parse(name: str, work: Path, stdout: str):
@@ -94,7 +98,10 @@ def parse(name: str, work: Path, stdout: str):
         rates = {m.group(1).strip(): float(m.group(2))
                  for m in re.finditer(r"^(.*?)\s+\d+ fits\s+[\d.]+ s\s+([\d.]+) fits/s", stdout, re.M)}
         ratios = {m.group(1): float(m.group(2)) for m in re.finditer(r"^(.*?): ([\d.]+)x the fits", stdout, re.M)}
-        return {"fits_per_second": rates, "x_one_at_a_time": ratios}
+        splits = [dict(zip(("fit_program_s", "evaluation_s", "evaluation_ms_per_fit", "rest_s"), map(float, m)))
+                  for m in re.findall(r"split: fit program ([\d.]+) s, evaluation ([\d.]+) s \((\d+) ms a fit\), "
+                                      r"the rest (-?[\d.]+) s", stdout)]
+        return {"fits_per_second": rates, "x_one_at_a_time": ratios, "split": splits}
     return None
 
 
