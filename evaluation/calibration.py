@@ -40,7 +40,7 @@ import math
 
 import numpy as np
 
-__all__ = ["CONFORMAL_FOLDS", "CONFORMAL_LEVELS", "LEVELS", "conformal_intervals", "conformal_sets",
+__all__ = ["CONFORMAL_FOLDS", "CONFORMAL_LEVELS", "LEVELS", "PROBA_ATOL", "conformal_intervals", "conformal_sets",
            "coverage_metrics", "interval_coverage", "min_calibration_size", "set_coverage"]
 
 #: The central predictive intervals scored by default: 50%, 90% and 95%.
@@ -51,6 +51,9 @@ CONFORMAL_LEVELS = (0.9, 0.95)
 #: fold's intervals or sets are calibrated on the other folds' points (31 test points leave 27 or
 #: 28 to calibrate on, enough for 95%).
 CONFORMAL_FOLDS = 10
+#: How far a row of class probabilities may sum from 1 (absolute): float32 softmax outputs sum to 1
+#: within about 1e-6, so this admits them and refuses unnormalised scores.
+PROBA_ATOL = 1e-3
 
 
 def _level(level: float) -> float:
@@ -59,16 +62,53 @@ def _level(level: float) -> float:
     return float(level)
 
 
-def _draws(name: str, draws, n: int | None = None) -> np.ndarray:
-    """``draws`` as (draws, points): every leading dimension (chain, draw, ...) flattened."""
-    a = np.asarray(getattr(draws, "values", draws), float)
-    if a.ndim == 1:
-        a = a[None]
-    a = a.reshape(-1, a.shape[-1])
-    if n is not None and a.shape[1] != n:
-        raise ValueError(f"{name} has {a.shape[1]} points in its last dimension, the targets {n}")
-    if not np.isfinite(a).all():
-        raise ValueError(f"{name} holds non-finite values; drop those points or refit")
+def _checked(name: str, value, kind: str, n: int | None = None, k: int | None = None) -> np.ndarray:
+    """``value`` as an array, after checking it: the one place every input of this module is checked.
+
+    ``kind`` is ``"targets"`` (floats, shape ``(n,)`` after flattening), ``"labels"`` (``n`` integers
+    in ``0 .. k-1``), ``"draws"`` (``(..., n)``, returned as ``(draws, n)``: every leading dimension
+    pooled) or ``"proba"`` (``(..., n, K)``, returned as the ``(n, K)`` mean over the leading
+    dimensions). ``n``, where given, is the number of labels, or of points in the draws' last
+    dimension.
+    """
+    if kind == "labels":
+        y = np.asarray(value).ravel()
+        if len(y) != n:
+            raise ValueError(f"{name} has {len(y)} labels, the probabilities {n} points")
+        bad = ~np.isin(y, np.arange(k))
+        if bad.any():
+            raise ValueError(f"{name} holds labels outside the {k} classes 0..{k - 1} (first: {y[bad][0]!r}); "
+                             "encode the labels as integers 0..K-1 in the order of the probabilities' last axis")
+        return y.astype(int)
+    try:
+        a = np.asarray(getattr(value, "values", value), float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} is not numeric (a {type(value).__name__}); pass an array of numbers") from None
+    if a.size == 0:
+        raise ValueError(f"{name} is empty (shape {a.shape}); pass at least one point")
+    if kind == "targets":
+        a = a.ravel()
+    elif kind == "draws":
+        a = np.atleast_1d(a).reshape(-1, a.shape[-1] if a.ndim else 1)
+        if n is not None and a.shape[1] != n:
+            raise ValueError(f"{name} has {a.shape[1]} points in its last dimension, the targets {n}")
+    elif a.ndim < 2:
+        raise ValueError(f"{name} has shape {a.shape}, not (..., n, K); pass one probability per class in the "
+                         "last axis (for a binary outcome's p, np.stack([1 - p, p], axis=-1))")
+    bad = ~np.isfinite(a)
+    if bad.any():
+        way_out = "drop those points and their draws" if kind == "targets" else "drop those points or refit"
+        raise ValueError(f"{name} holds non-finite values ({int(bad.sum())} of {a.size}); {way_out}")
+    if kind == "proba":
+        if a.min() < 0 or a.max() > 1:
+            raise ValueError(f"{name} holds values outside [0, 1] (from {a.min():.3g} to {a.max():.3g}); "
+                             "pass probabilities, not logits or scores (a softmax over the last axis)")
+        sums = a.sum(-1)
+        worst = sums.flat[np.argmax(np.abs(sums - 1))]
+        if abs(worst - 1) > PROBA_ATOL:
+            raise ValueError(f"{name}'s rows must sum to 1 within {PROBA_ATOL:g}, one sums to {worst:.4g}; "
+                             "pass probabilities normalised over the last axis (the K classes)")
+        a = a.reshape(-1, *a.shape[-2:]).mean(0)
     return a
 
 
@@ -96,18 +136,6 @@ def min_calibration_size(level: float) -> int:
     while int((1 - level) * (n + 1)) < 1:
         n += 1
     return n
-
-
-def _labels(y, k: int, n: int, name: str = "y") -> np.ndarray:
-    """``y`` as integer labels, after checking that there are ``n`` of them, each in ``0 .. k-1``."""
-    y = np.asarray(y).ravel()
-    if len(y) != n:
-        raise ValueError(f"{name} has {len(y)} labels, the probabilities {n} points")
-    bad = ~np.isin(y, np.arange(k))
-    if bad.any():
-        raise ValueError(f"{name} holds labels outside the {k} classes 0..{k - 1} (first: {y[bad][0]!r}); "
-                         "encode the labels as integers 0..K-1 in the order of the probabilities' last axis")
-    return y.astype(int)
 
 
 def _check_size(n: int, level: float, what: str) -> None:
@@ -154,11 +182,11 @@ def interval_coverage(y, draws, levels=LEVELS, conformal: bool = False) -> dict[
     Raises
     ------
     ValueError
-        For a level outside (0, 1), draws whose last dimension is not ``len(y)``, or (with
-        ``conformal``) folds too small for a level.
+        For a level outside (0, 1), empty or non-finite targets or draws, draws whose last
+        dimension is not ``len(y)``, or (with ``conformal``) folds too small for a level.
     """
-    y = np.asarray(y, float).ravel()
-    d = _draws("draws", draws, len(y))
+    y = _checked("y", y, "targets")
+    d = _checked("draws", draws, "draws", len(y))
     folds = _folds(len(y), levels, "interval_coverage") if conformal else None
     out = {}
     for level in levels:
@@ -185,7 +213,8 @@ def set_coverage(y, proba, levels=(0.9, 0.95), conformal: bool = False) -> dict[
     y : array_like of int, shape (n,)
         The held-out labels, in ``0 .. K-1``.
     proba : array_like, shape (..., n, K)
-        Class probabilities, per draw or already averaged.
+        Class probabilities, per draw or already averaged; each row sums to 1 (within
+        :data:`PROBA_ATOL`).
     levels : sequence of float, default (0.9, 0.95)
         The sets' probabilities.
     conformal : bool, default False
@@ -199,11 +228,11 @@ def set_coverage(y, proba, levels=(0.9, 0.95), conformal: bool = False) -> dict[
     Raises
     ------
     ValueError
-        As :func:`conformal_sets`, for labels outside the classes or folds too small.
+        As :func:`conformal_sets`: for labels outside the classes, probabilities that are not
+        probabilities, or folds too small.
     """
-    p = np.asarray(getattr(proba, "values", proba), float)
-    p = p.reshape(-1, *p.shape[-2:]).mean(0)
-    y = _labels(y, p.shape[-1], len(p))
+    p = _checked("proba", proba, "proba")
+    y = _checked("y", y, "labels", len(p), p.shape[-1])
     folds = _folds(len(y), levels, "set_coverage") if conformal else None
     out = {}
     for level in levels:
@@ -235,8 +264,9 @@ def conformal_intervals(y_cal, draws_cal, draws_test, level: float = 0.9) -> np.
     y_cal : array_like, shape (n_cal,)
         Targets of a calibration set the fit did not see.
     draws_cal : array_like, shape (..., n_cal)
-        Predictive draws at the calibration inputs (for example
-        ``bnn_zoo.predict(fit, {"X": X_cal})["posterior_predictive"]["y"]``).
+        Predictive draws, noise included, at the calibration inputs (for example
+        ``bnn_zoo.predict(fit, {"X": X_cal}, var_names=["y"])["predictions"]["y"]``, as in the
+        example below).
     draws_test : array_like, shape (..., n_test)
         Predictive draws at the inputs to cover.
     level : float, default 0.9
@@ -251,14 +281,40 @@ def conformal_intervals(y_cal, draws_cal, draws_test, level: float = 0.9) -> np.
     ------
     ValueError
         For a calibration set smaller than :func:`min_calibration_size`, mismatched shapes,
-        non-finite draws or a predictive sd of zero.
+        empty or non-finite targets or draws, or a predictive sd of zero.
+
+    Examples
+    --------
+    A model whose Gaussian noise of sd 1 is too narrow for Student-t noise: its own 90% intervals
+    cover about 81% of new targets, the conformal ones, calibrated on 500 held-out points, about
+    90% (on average over calibration sets; 1,000 test points measure it within about a point).
+
+    >>> import numpy as np, pymc as pm, bnn_zoo
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.uniform(-2, 2, size=300)
+    >>> with pm.Model() as model:
+    ...     X = pm.Data("X", x)
+    ...     b = pm.Normal("b", 0, 10)
+    ...     y = pm.Normal("y", b * X, 1, observed=2 * x + rng.standard_t(3, size=300), shape=X.shape)
+    >>> fit = bnn_zoo.fit(model, steps=2_000, progressbar=False)
+    >>> x_cal, x_test = rng.uniform(-2, 2, 500), rng.uniform(-2, 2, 1000)
+    >>> y_cal, y_test = 2 * x_cal + rng.standard_t(3, 500), 2 * x_test + rng.standard_t(3, 1000)
+    >>> draws_cal = bnn_zoo.predict(fit, {"X": x_cal}, var_names=["y"])["predictions"]["y"]
+    >>> draws_test = bnn_zoo.predict(fit, {"X": x_test}, var_names=["y"])["predictions"]["y"]
+    >>> draws_cal.shape                     # chain, draw, point
+    (1, 500, 500)
+    >>> round(interval_coverage(y_test, draws_test)[0.9]["coverage"], 2)
+    0.81
+    >>> lo, hi = conformal_intervals(y_cal, draws_cal, draws_test, level=0.9).T
+    >>> round(float(np.mean((lo <= y_test) & (y_test <= hi))), 2)
+    0.89
     """
     from crepes import ConformalRegressor
 
     level = _level(level)
-    y_cal = np.asarray(y_cal, float).ravel()
+    y_cal = _checked("y_cal", y_cal, "targets")
     _check_size(len(y_cal), level, "conformal_intervals")
-    cal, test = _draws("draws_cal", draws_cal, len(y_cal)), _draws("draws_test", draws_test)
+    cal, test = _checked("draws_cal", draws_cal, "draws", len(y_cal)), _checked("draws_test", draws_test, "draws")
     sd_cal, sd_test = cal.std(0), test.std(0)
     if (sd_cal <= 0).any() or (sd_test <= 0).any():
         raise ValueError("conformal_intervals: the draws' sd is zero at some points (one draw, or a "
@@ -295,18 +351,19 @@ def conformal_sets(y_cal, proba_cal, proba_test, level: float = 0.9) -> np.ndarr
     ------
     ValueError
         For labels outside ``0 .. K-1``, a calibration set smaller than
-        :func:`min_calibration_size`, or mismatched shapes.
+        :func:`min_calibration_size`, mismatched shapes, or probabilities that are empty,
+        non-finite, outside [0, 1], or in rows that do not sum to 1 (within
+        :data:`PROBA_ATOL`).
     """
     from crepes import ConformalClassifier
 
     level = _level(level)
-    p_cal, p_test = (np.asarray(getattr(p, "values", p), float) for p in (proba_cal, proba_test))
-    p_cal = p_cal.reshape(-1, *p_cal.shape[-2:]).mean(0)
-    p_test = p_test.reshape(-1, *p_test.shape[-2:]).mean(0)
+    p_cal, p_test = _checked("proba_cal", proba_cal, "proba"), _checked("proba_test", proba_test, "proba")
     k = p_cal.shape[-1]
     if p_test.shape[-1] != k:
-        raise ValueError(f"proba_cal has {k} classes, proba_test {p_test.shape[-1]}")
-    y = _labels(y_cal, k, len(p_cal), "y_cal")
+        raise ValueError(f"proba_cal has {k} classes, proba_test {p_test.shape[-1]}; pass the same classes, "
+                         "in the same order, to both")
+    y = _checked("y_cal", y_cal, "labels", len(p_cal), k)
     _check_size(len(y), level, "conformal_sets")
     classifier = ConformalClassifier().fit(1 - p_cal[np.arange(len(y)), y])
     return classifier.predict_set(1 - p_test, confidence=level, smoothing=False).astype(bool)
@@ -345,14 +402,16 @@ def coverage_metrics(y, draws=None, *, proba=None, suffix: str = "") -> dict[str
     ['conf_coverage90', 'conf_coverage95', 'conf_width90', 'conf_width95']
     """
     if (draws is None) == (proba is None):
-        raise ValueError("coverage_metrics: give draws (a regression) or proba (a classifier), not both")
-    if draws is not None:
+        raise ValueError("coverage_metrics: give draws (a regression) or proba (a classifier), exactly one")
+    if draws is not None:  # checked before the first score; the scores' own checks then pass
         score, levels, names = interval_coverage, LEVELS, ("coverage", "width")
-        data = draws
+        y = _checked("y", y, "targets")
+        data = _checked("draws", draws, "draws", len(y))
     else:
         score, levels, names = set_coverage, CONFORMAL_LEVELS, ("set_coverage", "set_size")
-        data = proba
-    n = len(np.asarray(y).ravel())
+        data = _checked("proba", proba, "proba")
+        y = _checked("y", y, "labels", len(data), data.shape[-1])
+    n = len(y)
     calibrated = n - math.ceil(n / CONFORMAL_FOLDS)  # the fewest calibration points of a fold
     out = {}
     for prefix, these, conformal in (("", levels, False), ("conf_", CONFORMAL_LEVELS, True)):

@@ -2,15 +2,14 @@
 
 A calibrated predictive puts each observation at a uniformly distributed quantile of its own
 predictive distribution: the probability integral transform (PIT) values are uniform. The
-plots here draw the difference between the PIT values' empirical CDF and the uniform one,
-inside a simultaneous envelope (Säilynoja, Bürkner and Vehtari, *Graphical test for discrete
-uniformity and its applications in goodness-of-fit evaluation and multiple sample
-comparison*): a curve that leaves it is miscalibrated. A curve that rises above zero near
-PIT 0 and falls below it near 1 (too many observations in both tails) means a predictive too
-narrow, its mirror image one too wide; a curve above zero throughout, one that sits too high. For a binary outcome the PAVA reliability diagram (Dimitriadis,
-Gneiting and Jordan, *Stable reliability diagrams for probabilistic classifiers*) sets the
-predicted probability against the observed frequency, made monotone by the pool-adjacent-violators
-algorithm.
+plots here draw the difference between the PIT values' empirical CDF and the uniform one, with
+no envelope: arviz-plots tests the values for uniformity (its POT-C test; Tesso et al.,
+*LOO-PIT predictive model checking*), prints the p-value at the top left (``p=…(α=0.01)``)
+and, where p is below α, marks the points that drive the departure. How to read the curve, and
+what α is, is on the user guide's calibration page. For a binary outcome the PAVA reliability
+diagram (Dimitriadis, Gneiting and Jordan, *Stable reliability diagrams for probabilistic
+classifiers*) sets the predicted probability against the observed frequency, made monotone by
+the pool-adjacent-violators algorithm.
 
 - :func:`pit` of in-sample data: LOO-PIT (``arviz_plots.plot_loo_pit``) where the DataTree has
   the log-likelihood, so that each observation is judged by a predictive that did not see it,

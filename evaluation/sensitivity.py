@@ -12,7 +12,10 @@ alone: the data decide it, the usual case.
 
 On draws from a variational q rather than from the posterior the weights power-scale q's
 draws, so the numbers describe q's posterior as far as q resembles it (see
-:func:`bnn_zoo.reweighted` and ``idata.attrs["pareto_k"]`` for how far that is).
+:func:`bnn_zoo.reweighted` and q's Pareto k in ``idata.attrs`` for how far that is). Where q's
+k is above :data:`~bnn_zoo.inference.qcheck.K_WARN`, q misses a part of the posterior, a
+quantity can read as not sensitive ("✓") where NUTS draws find it prior-sensitive, and
+:func:`prior_sensitivity` and :func:`plot` warn (``ApproximationWarning``).
 
 - :func:`prior_sensitivity`: the table, per quantity (each element of each variable);
 - :func:`by_variable`: the table summarised per variable;
@@ -21,6 +24,8 @@ draws, so the numbers describe q's posterior as far as q resembles it (see
 
 from __future__ import annotations
 
+import math
+import warnings
 
 from matplotlib.figure import Figure
 from xarray import DataTree
@@ -34,17 +39,37 @@ __all__ = ["THRESHOLD", "by_variable", "plot", "prior_sensitivity"]
 THRESHOLD = 0.05
 
 
-def _with_log_prior(idata: DataTree, model) -> DataTree:
+def _q_pareto_k(idata: DataTree) -> float:
+    """The Pareto k of q's importance ratios that :func:`bnn_zoo.sample` stored in ``idata.attrs``.
+
+    NaN for draws without one (``pm.sample``'s, or ``bnn_zoo.sample``'s without log-likelihood).
+    """
+    k = idata.attrs.get("q_pareto_k", idata.attrs.get("pareto_k"))
+    return math.nan if k is None else float(k)
+
+
+def _prepared(idata: DataTree, model, caller: str) -> DataTree:
+    """``idata`` with its ``log_prior`` group, after checking it and warning about a poor q."""
+    from bnn_zoo.inference.qcheck import K_WARN, NEXT, ApproximationWarning  # the engine: loaded when used
+
     if "log_likelihood" not in idata.children:
-        raise ValueError("prior_sensitivity: idata has no log_likelihood group; draw it with "
-                         "bnn_zoo.sample(fit, draws) (log_likelihood=True, the default)")
+        raise ValueError(f"{caller}: idata has no log_likelihood group; add it with "
+                         "pm.compute_log_likelihood(idata, model=model), or draw with bnn_zoo.sample(fit, draws), "
+                         "which adds it")
+    if "log_prior" not in idata.children and model is None:
+        raise ValueError(f"{caller}: idata has no log_prior group; pass the model (fit.model) to compute it")
+    k = _q_pareto_k(idata)
+    if k > K_WARN:
+        instead = NEXT.get(idata.attrs.get("fit_method"), "a richer family (fit's method=)")
+        if "pm.sample" not in instead:
+            instead += ", or draw with pm.sample"
+        warnings.warn(f"{caller}: these draws come from a q whose Pareto k is {k:.2f} > {K_WARN}, so their "
+                      "power-scaling sensitivities are unreliable (a '✓' can hide a prior-sensitive quantity); "
+                      f"refit with {instead}", ApproximationWarning, stacklevel=3)
     if "log_prior" not in idata.children:
-        if model is None:
-            raise ValueError("prior_sensitivity: idata has no log_prior group; pass the model "
-                             "(fit.model) to compute it")
         import pymc as pm
 
-        pm.compute_log_prior(idata, model=model, progressbar=False)
+        pm.stats.compute_log_prior(idata, model=model, progressbar=False)
     return idata
 
 
@@ -54,10 +79,11 @@ def prior_sensitivity(idata: DataTree, model=None, var_names=None) -> "pandas.Da
     Parameters
     ----------
     idata : xarray.DataTree
-        Posterior draws with a ``log_likelihood`` group (:func:`bnn_zoo.sample`'s).
+        Posterior draws with a ``log_likelihood`` group (:func:`bnn_zoo.sample`'s, or
+        ``pm.sample``'s after ``pm.compute_log_likelihood``).
     model : pymc.Model, optional
         The model, to add the ``log_prior`` group where ``idata`` lacks it (its free variables'
-        log densities, by ``pymc.compute_log_prior``; ``idata`` gains the group).
+        log densities, by ``pymc.stats.compute_log_prior``; ``idata`` gains the group).
     var_names : list of str, optional
         The posterior variables to judge (default: all of them, deterministics included).
 
@@ -73,13 +99,19 @@ def prior_sensitivity(idata: DataTree, model=None, var_names=None) -> "pandas.Da
     ------
     ValueError
         Without a ``log_likelihood`` group, or without a ``log_prior`` group and a model.
+
+    Warns
+    -----
+    ApproximationWarning
+        When q's Pareto k (in ``idata.attrs``) is above
+        :data:`~bnn_zoo.inference.qcheck.K_WARN`: the sensitivities of its draws are unreliable.
     """
     import numpy as np
     import xarray as xr
     from arviz_base import dataset_to_dataframe
     from arviz_stats import psense
 
-    _with_log_prior(idata, model)
+    _prepared(idata, model, "prior_sensitivity")
     parts = []
     for group in ("prior", "likelihood"):
         ds = idata[f"log_{group}"].to_dataset()
@@ -146,7 +178,7 @@ def plot(idata: DataTree, var_names, model=None, title: str | None = None) -> Fi
     """
     import arviz_plots as azp
 
-    _with_log_prior(idata, model)
+    _prepared(idata, model, "sensitivity.plot")
     rows = len(var_names) if isinstance(var_names, (list, tuple)) else 1
     pc = azp.plot_psense_dist(idata, var_names=var_names, backend="matplotlib",
                               figure_kwargs={"figsize": (10, 2.2 * rows + 0.6), "layout": "constrained"})

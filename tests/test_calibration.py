@@ -138,3 +138,86 @@ def test_the_calibration_plots_draw_through_arviz_plots(toy_fit, tmp_path):
     assert figures[0].axes[0].get_title() == "LOO-PIT" and "LOO-PIT" in figures[0].axes[0].get_xlabel()
     with pytest.raises(ValueError, match="draws has 4 points in its last dimension, y 3"):
         calibration_plots.heldout(np.zeros(3), np.zeros((2, 4)))
+
+
+_P = np.full((30, 4), 0.25)  # 30 points, 4 classes, rows summing to 1
+_Y = np.zeros(30, int)
+
+
+@pytest.mark.parametrize("call, message", [
+    # a NaN or inf target is refused, not counted as a miss
+    (lambda: calibration.interval_coverage([0.0, np.nan, 1.0], np.ones((5, 3))),
+     "y holds non-finite values (1 of 3); drop those points and their draws"),
+    (lambda: calibration.coverage_metrics(np.r_[np.inf, np.zeros(29)], np.random.default_rng(0).normal(size=(5, 30))),
+     "y holds non-finite values (1 of 30)"),
+    (lambda: calibration.conformal_intervals(np.r_[np.nan, np.zeros(19)], np.ones((5, 20)), np.ones((5, 3))),
+     "y_cal holds non-finite values (1 of 20)"),
+    # class probabilities: non-finite, outside [0, 1], rows summing to 3 (each value inside [0, 1])
+    (lambda: calibration.set_coverage(_Y, np.where(np.eye(30, 4, dtype=bool), np.nan, _P)),
+     "proba holds non-finite values"),
+    (lambda: calibration.set_coverage(_Y, np.where(np.eye(30, 4, dtype=bool), np.inf, _P)),
+     "proba holds non-finite values"),
+    (lambda: calibration.set_coverage(_Y, _P - 0.5), "proba holds values outside [0, 1] (from -0.25 to -0.25); "
+     "pass probabilities, not logits"),
+    (lambda: calibration.set_coverage(_Y, _P * 3), "proba's rows must sum to 1 within 0.001, one sums to 3; "
+     "pass probabilities normalised over the last axis"),
+    (lambda: calibration.coverage_metrics(_Y, proba=_P * 3), "proba's rows must sum to 1 within 0.001"),
+    (lambda: calibration.conformal_sets(_Y, _P, _P * 3), "proba_test's rows must sum to 1 within 0.001"),
+    (lambda: calibration.conformal_sets(_Y, -_P, _P), "proba_cal holds values outside [0, 1]"),
+    # empty input, and 1-D probabilities
+    (lambda: calibration.interval_coverage([], np.empty((5, 0))), "y is empty (shape (0,)); pass at least one point"),
+    (lambda: calibration.conformal_intervals(np.zeros(20), np.ones((5, 20)), np.empty((5, 0))),
+     "draws_test is empty (shape (5, 0))"),
+    (lambda: calibration.set_coverage([], np.empty((0, 2))), "proba is empty (shape (0, 2))"),
+    (lambda: calibration.set_coverage([0, 1], np.array([0.3, 0.7])),
+     "proba has shape (2,), not (..., n, K); pass one probability per class in the last axis"),
+    (lambda: calibration.set_coverage([0, 1, 1], np.full((5, 2, 2), 0.5)),
+     "y has 3 labels, the probabilities 2 points"),
+    (lambda: calibration.interval_coverage(["a", "b"], np.ones((5, 2))), "y is not numeric (a list); pass an array"),
+])
+def test_every_input_is_checked_and_refused_in_one_line_naming_it(call, message):
+    with pytest.raises(ValueError) as err:
+        call()
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_float32_probabilities_pass_the_row_sum_check():
+    proba = np.random.default_rng(0).dirichlet(np.ones(10), size=(50, 40)).astype("float32")
+    assert np.abs(proba.sum(-1) - 1).max() > 0  # rounded: the rows are not exactly 1
+    out = calibration.set_coverage(np.zeros(40, int), proba * np.float32(1 + 5e-4))  # within the 1e-3
+    assert 0 <= out[0.9]["coverage"] <= 1 and 1 <= out[0.9]["size"] <= 10
+
+
+def test_psense_warns_on_the_draws_of_a_poor_q_and_points_a_pm_sample_user_to_compute_log_likelihood(toy_fit):
+    import warnings
+
+    import pymc as pm
+
+    from bnn_zoo.inference.qcheck import K_WARN, NEXT, ApproximationWarning
+
+    _, fits = toy_fit
+    fit, idata = fits["normal"]
+    poor = idata.copy()
+    poor.attrs = {k: v for k, v in poor.attrs.items() if k != "pareto_k"} | {"q_pareto_k": K_WARN + 0.2}
+    with pytest.warns(ApproximationWarning) as caught:
+        sensitivity.prior_sensitivity(poor, fit.model, var_names=["scale_0"])
+    message = str(caught[0].message)
+    assert caught[0].filename == __file__ and "\n" not in message
+    assert "Pareto k is 0.90 > 0.7" in message and "unreliable" in message
+    assert f"refit with {NEXT['advi']}, or draw with pm.sample" in message
+    # the key bnn_zoo.sample wrote before the rename, and draws with no k (pm.sample's): no warning there
+    old = idata.copy()
+    old.attrs = {k: v for k, v in old.attrs.items() if k != "q_pareto_k"} | {"pareto_k": 1.3}
+    with pytest.warns(ApproximationWarning, match="Pareto k is 1.30"):
+        sensitivity.plot(old, ["scale_0"], fit.model)
+    nuts_like = idata.copy()
+    nuts_like.attrs = {k: v for k, v in nuts_like.attrs.items() if k not in ("pareto_k", "q_pareto_k", "fit_method")}
+    del nuts_like["log_likelihood"]
+    with pytest.raises(ValueError) as err:
+        sensitivity.prior_sensitivity(nuts_like, fit.model)
+    assert "add it with pm.compute_log_likelihood(idata, model=model)" in str(err.value)
+    pm.compute_log_likelihood(nuts_like, model=fit.model, progressbar=False)  # the advice works
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ApproximationWarning)
+        table = sensitivity.prior_sensitivity(nuts_like, fit.model, var_names=["scale_0"])
+    assert table.loc["scale_0", "prior"] > 0
