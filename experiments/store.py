@@ -12,8 +12,9 @@ The folder (:class:`Store`):
 
 A record's presence means its fit is done, so a rerun of a killed job fits
 only what is missing. A record is trusted only if it holds one row whose
-``key`` is its file's name: one copied over another, cut short or holding
-two rows is set aside and fitted again, so the table has one row per key.
+``key`` is its file's name, and passes the job's own check of its columns
+(``check``): one copied over another, cut short, holding two rows or lacking
+a column is set aside and fitted again, so the table has one row per key.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ class Store:
     ----------
     root : pathlib.Path
         The folder (``--out``).
+    check : callable, optional
+        A record (a dict: column -> value) -> what is wrong with it, or ``None``: the job's
+        check of the record's columns, on top of the store's own (one row, its key's).
 
     Attributes
     ----------
@@ -40,8 +44,9 @@ class Store:
         ``root / "draws"``: one ``<key>.nc`` per fit, with ``--keep-draws``.
     """
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, check=None):
         self.root = root
+        self.check = check
         self.records = root / "records"
         self.draws = root / "draws"
 
@@ -60,7 +65,9 @@ class Store:
         or a bad copy, or garbled), when it does not hold exactly one row, or
         when its ``key`` is not its file's name (another record copied over
         it, or a copy under a new name): trusted, it would stop the job in
-        pyarrow, or put one fit in the table twice and leave another out. Set
+        pyarrow, or put one fit in the table twice and leave another out. It
+        is damaged too when the store's ``check`` finds fault with it (a
+        column missing, or not finite). Set
         aside, its fit counts as not done, and the other records stay as they
         are. Its draws, if any, are overwritten by the new fit. A name taken
         in ``damaged/`` already gets a number (``<key>.1.parquet``).
@@ -74,7 +81,7 @@ class Store:
         for path in sorted(self.records.glob("*.parquet")):
             if path.name.startswith("."):
                 continue
-            why = _fault(path)
+            why = _fault(path, self.check)
             if why is not None:
                 folder = self.root / "damaged"
                 folder.mkdir(exist_ok=True)
@@ -145,8 +152,9 @@ class Store:
         return path
 
 
-def _fault(path: Path) -> str | None:
-    """What is wrong with a record file, or ``None``: one row, whose ``key`` is the file's name."""
+def _fault(path: Path, check=None) -> str | None:
+    """What is wrong with a record file, or ``None``: one row, whose ``key`` is the file's name, and
+    nothing that ``check`` finds."""
     import pyarrow.parquet as pq
 
     try:
@@ -160,7 +168,7 @@ def _fault(path: Path) -> str | None:
         return f"it holds {len(keys)} rows, not one"
     if keys[0] != path.stem:
         return f"it holds the record of {keys[0]}"
-    return None
+    return None if check is None else check(table.to_pylist()[0])
 
 
 def _flat(record: dict) -> dict:

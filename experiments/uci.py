@@ -17,7 +17,8 @@ hash of its settings, so a rerun of a killed command fits only what is
 missing. Tasks run in this process (``--workers 1``), on a Dask
 ``LocalCluster`` or on a running scheduler (``--scheduler``; the client
 writes every record). At the end it writes ``fits.parquet`` (every record in the store),
-``fits.csv`` (the job's records), ``table.csv`` and ``table.md``.
+``fits.csv`` (the job's records), ``table.csv`` and ``table.md``. A record whose columns are not
+whole (:func:`~bnn_zoo.experiments.uci_fits.record_fault`) is set aside and fitted again.
 """
 
 from __future__ import annotations
@@ -35,12 +36,13 @@ from bnn_zoo.experiments import fit_flags
 from bnn_zoo.experiments.config import Experiment
 from bnn_zoo.experiments.flags import (HelpFormatter, Parser, UsageError, check_writable, names, positive_float,
                                        positive_int)
-from bnn_zoo.experiments.runtime import (cluster, keep_interrupts, progress, run_lock, use_compilation_cache,
+from bnn_zoo.experiments.resources import cluster, progress, run_lock
+from bnn_zoo.experiments.runtime import (keep_interrupts, use_compilation_cache,
                                          worker_xla_flags, xla_flags)
 from bnn_zoo.experiments.store import Store
-from bnn_zoo.experiments.uci_fits import (BATCH_SIZE, DEFAULTS, METHODS, UCIConfig, fit_key,
-                                          fit_task, model, tasks)
-from bnn_zoo.experiments.uci_table import markdown, table
+from bnn_zoo.experiments.uci_fits import (BATCH_SIZE, DEFAULTS, METHODS, UCIConfig, fit_key, fit_task, model,
+                                          record_fault, tasks)
+from bnn_zoo.experiments.uci_table import markdown, scored, table
 
 __all__ = ["build_parser", "configs", "main", "run_job", "split_list"]
 
@@ -128,18 +130,23 @@ def configs(args) -> list[UCIConfig]:
 def run_job(args, report=print) -> tuple[Path, int]:
     """Fit what the store lacks and write the table; returns ``table.csv``'s path and the fits made now.
 
-    A record written before the job scored the predictive intervals' coverage (one without
-    ``conf_coverage90``) is fitted again, unless ``--table-only`` is given: then the table shows
-    its RMSE and log-likelihood, and the coverage of the records that have it.
+    A record written before the job scored the predictive intervals' coverage (one without any
+    of their columns) is fitted again, unless ``--table-only`` is given: then the table shows
+    its RMSE and log-likelihood, and the coverage of the records that have it. A record with
+    some of them, or lacking another column of its method's
+    (:func:`~bnn_zoo.experiments.uci_fits.record_fault`), is set aside as damaged and fitted
+    again. A record written before ``method`` named the method (``method`` ``"advi"`` beside an
+    ``approach`` column) is rewritten in place with ``method`` the approach, and kept.
 
     Parameters
     ----------
     args : argparse.Namespace
         The parsed flags (:func:`build_parser`).
     report : callable, default print
-        Called with a line per damaged record set aside (one that cannot be read or is
-        not its key's, :meth:`~bnn_zoo.experiments.store.Store.set_aside_damaged`), and
-        the line that counts the job's fits and the records set aside.
+        Called with a line counting the records rewritten to name their method, if any, a line
+        per damaged record set aside (one that cannot be read, is not its key's or is not
+        whole, :meth:`~bnn_zoo.experiments.store.Store.set_aside_damaged`), and the line that
+        counts the job's fits and the records set aside.
 
     Returns
     -------
@@ -156,10 +163,14 @@ def run_job(args, report=print) -> tuple[Path, int]:
 
     cfgs = configs(args)
     keys = {fit_key(c) for c in cfgs}
-    store = Store(args.out / "uci")
+    store = Store(args.out / "uci", check=record_fault)
     if args.table_only and not keys & store.done():
         raise UsageError(f"--table-only: {store.root} holds none of this job's fits")
     store.open()
+    named = _name_methods(store)
+    if named:
+        report(f"{named} record{'s' * (named > 1)} written before `method` named the method: method read "
+               f"from `approach`, rewritten in {store.records}")
     damaged = store.report_damaged(report)
     done = store.done()
     unscored = set() if args.table_only else _unscored(store, keys & done)
@@ -192,7 +203,7 @@ def run_job(args, report=print) -> tuple[Path, int]:
     fits = store.table(sorted(keys & store.done()))
     t = table(fits)
     path = store.root / "table.csv"
-    atomic_write(store.root / "fits.csv", lambda tmp: fits.sort_values(["uci", "approach", "split"]).to_csv(
+    atomic_write(store.root / "fits.csv", lambda tmp: fits.sort_values(["uci", "method", "split"]).to_csv(
         tmp, index=False, float_format="%.6g"))
     atomic_write(path, lambda tmp: t.to_csv(tmp, index=False, float_format="%.6g"))
     write_text(store.root / "table.md", markdown(t))
@@ -204,9 +215,37 @@ def _unscored(store: Store, keys: set[str]) -> set[str]:
     if not keys:
         return set()
     fits = store.table(sorted(keys))
-    if "conf_coverage90" not in fits:
-        return set(fits["key"])
-    return set(fits.loc[fits["conf_coverage90"].isna(), "key"])
+    return set(fits.loc[~scored(fits), "key"])
+
+
+def _name_methods(store: Store) -> int:
+    """Rewrite the records written before ``method`` named the method: ``method`` from ``approach``.
+
+    Such a record has ``method`` ``"advi"`` (the mean-field default that every record carried)
+    and the method in ``approach``; its key is that of the same fit now (:func:`fit_key`), so it
+    is kept, not fitted again. One whose ``method`` is neither ``"advi"`` nor its ``approach`` is
+    left as it is, for :func:`~bnn_zoo.experiments.uci_fits.record_fault` to set aside.
+    Returns the records rewritten.
+    """
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from bnn_zoo.inference.io import atomic_write
+
+    count = 0
+    for path in sorted(store.records.glob("*.parquet")):
+        try:
+            if "approach" not in pq.read_schema(path).names:
+                continue
+            frame = pd.read_parquet(path)
+        except Exception:  # a damaged record: set_aside_damaged's to report
+            continue
+        if len(frame) != 1 or frame.get("method", pd.Series([None])).iloc[0] not in ("advi", frame["approach"].iloc[0]):
+            continue
+        named = frame.assign(method=frame["approach"]).drop(columns="approach")
+        atomic_write(path, lambda tmp, named=named: named.to_parquet(tmp, index=False))
+        count += 1
+    return count
 
 
 def build_parser(prog: str = "bnn-zoo uci") -> argparse.ArgumentParser:

@@ -24,25 +24,28 @@ Gamma prior (``--noise-prior``). The methods (:data:`METHODS`):
 :func:`tasks` cuts them) and scores each fit on its test part
 (:func:`scores`: RMSE, log-likelihood, and the coverage and width of the raw and conformal
 predictive intervals), in the target's own units; ``bnn-zoo uci``
-(:mod:`~bnn_zoo.experiments.uci`) runs the tasks and stores the records.
+(:mod:`~bnn_zoo.experiments.uci`) runs the tasks and stores the records. A record's columns are
+:func:`columns`' of its method, and :func:`record_fault` says what keeps one from being whole.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from bnn_zoo.data import uci
-from bnn_zoo.evaluation.calibration import coverage_metrics
+from bnn_zoo.evaluation.calibration import CONFORMAL_LEVELS, LEVELS, coverage_metrics
 from bnn_zoo.experiments.config import RunConfig
 from bnn_zoo.experiments.runner import make_optimizer
 
-__all__ = ["BATCH_SIZE", "DEFAULTS", "METHODS", "UCIConfig", "fit_key", "fit_settings",
-           "fit_task", "model", "score_fit", "scores", "tasks"]
+__all__ = ["ADVI_MEASURES", "BATCH_SIZE", "COVERAGE", "DEFAULTS", "FINITE", "INTERVALS", "MEASURES", "METHODS",
+           "UCIConfig", "columns", "fit_key", "fit_settings", "fit_task", "model", "record_fault", "score_fit",
+           "scores", "tasks"]
 
 #: The methods, in the table's order: mean-field ADVI, its local-reparameterisation estimator,
 #: low-rank ADVI, full-rank ADVI, MC dropout and a deep ensemble.
@@ -61,6 +64,20 @@ BATCH_SIZE = 1000
 #: training rows; the others are fitted full-batch.
 DEFAULTS = dict(steps=10_000, lr=0.01, lr_schedule="cosine", lr_final=0.01, init_std=0.01, draws=500,
                 average=0.0, fullrank_lr=1e-6, pick_at=0.0)
+#: The coverage columns of the records (and the table), raw then conformal: the fraction of test
+#: targets inside the central 50%, 90% and 95% predictive intervals, and inside the conformal 90%
+#: and 95% intervals; each has a ``width`` column beside it.
+COVERAGE = tuple(f"coverage{round(100 * a)}" for a in LEVELS) + tuple(f"conf_coverage{round(100 * a)}"
+                                                                       for a in CONFORMAL_LEVELS)
+#: The intervals' columns of a record: each of :data:`COVERAGE` and its width.
+INTERVALS = tuple(c for cov in COVERAGE for c in (cov, cov.replace("coverage", "width")))
+#: The columns of every record beyond its settings and :data:`INTERVALS`: sizes, scores and seconds.
+MEASURES = ("n_train", "n_test", "rmse", "ll", "sigma", "fit_seconds")
+#: The columns that an ADVI method's record (all but ``dropout`` and ``ensemble``) adds.
+ADVI_MEASURES = ("n_params", "converged", "elbo_final")
+#: The columns that must be finite, with :data:`INTERVALS` in a scored record: every UCI test set
+#: (31 points or more) holds enough points for every conformal level, so none is NaN.
+FINITE = ("rmse", "ll", "sigma", "fit_seconds")
 
 
 @dataclass(frozen=True)
@@ -74,7 +91,8 @@ class UCIConfig(RunConfig):
     split : int, default 0
         The published split.
     approach : str, default "advi"
-        The method, one of :data:`METHODS`.
+        The method, one of :data:`METHODS`; the record's ``method``. :class:`RunConfig`'s own
+        ``method`` stays ``"advi"``.
     noise_prior : tuple of float, default (1.0, 0.1)
         Shape and rate of the Gamma prior on the noise precision (of the
         standardised target).
@@ -98,6 +116,12 @@ class UCIConfig(RunConfig):
     members: int = 5
     data_dir: str = ""
 
+    def __post_init__(self):
+        if self.approach not in METHODS:
+            raise ValueError(f"approach must be one of {', '.join(METHODS)}, got {self.approach!r}")
+        if self.method != "advi":
+            raise ValueError(f"a UCI fit's method is its approach; method must stay 'advi', got {self.method!r}")
+
     @property
     def name(self) -> str:
         """``<data set>-<method>-split<k>``."""
@@ -105,7 +129,20 @@ class UCIConfig(RunConfig):
 
     def record(self) -> dict:
         """The settings as recorded: :class:`~bnn_zoo.experiments.config.RunConfig`'s, without the
-        data's folder and the fields the method does not use."""
+        data's folder and the fields the method does not use, and with ``method`` the method
+        (``approach``), in :class:`RunConfig`'s ``method``'s place.
+
+        Examples
+        --------
+        >>> record = UCIConfig(approach="dropout").record()
+        >>> record["method"], "approach" in record, record["dropout_rate"]
+        ('dropout', False, 0.05)
+        """
+        return {k: self.approach if k == "method" else v for k, v in self._hashed().items() if k != "approach"}
+
+    def _hashed(self) -> dict:
+        """The settings that :func:`fit_key` hashes: :meth:`record`'s, but with :class:`RunConfig`'s ``method``
+        (``"advi"``) and ``approach`` beside it, as records were before ``method`` named the method."""
         out = {k: v for k, v in super().record().items() if k != "data_dir"}
         if self.approach != "dropout":
             out.pop("dropout_rate")
@@ -129,7 +166,74 @@ def fit_key(cfg: UCIConfig) -> str:
     str
         16 hex digits.
     """
-    return hashlib.sha256(json.dumps(cfg.record(), sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(cfg._hashed(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+# --- a record's columns ---------------------------------------------------------------------------
+
+
+def columns(method: str) -> tuple[str, ...]:
+    """The columns of a record of ``method``, as :func:`fit_task` writes it.
+
+    Parameters
+    ----------
+    method : str
+        One of :data:`METHODS`.
+
+    Returns
+    -------
+    tuple of str
+        ``key``, ``experiment``, the settings (:meth:`UCIConfig.record`), :data:`MEASURES`,
+        :data:`ADVI_MEASURES` for an ADVI method, and :data:`INTERVALS`.
+    """
+    advi = () if method in _BASELINES else ADVI_MEASURES
+    return ("key", "experiment", *UCIConfig(approach=method).record(), *MEASURES, *advi, *INTERVALS)
+
+
+def record_fault(record: dict) -> str | None:
+    """What keeps a record from being whole, or ``None``.
+
+    A record is whole when it holds every column of :func:`columns` of its ``method``, and each of
+    :data:`FINITE` and :data:`INTERVALS` is finite; one written before the intervals were scored
+    (none of :data:`INTERVALS`, or all of them NaN) is whole too, and ``bnn-zoo uci`` fits it again
+    (:func:`~bnn_zoo.experiments.uci_table.scored`). Columns beyond those (a table's other methods'
+    settings) are allowed.
+
+    Parameters
+    ----------
+    record : dict
+        One record: column name -> value.
+
+    Returns
+    -------
+    str or None
+        The fault, in words (``"it lacks conf_coverage95"``, ``"its coverage90 is not finite"``).
+
+    Examples
+    --------
+    >>> record = dict.fromkeys(columns("dropout"), 1.0) | {"method": "dropout"}
+    >>> record_fault({k: v for k, v in record.items() if k != "conf_coverage95"})
+    'it lacks conf_coverage95'
+    >>> record_fault(record | {"coverage90": float("nan")})
+    'its coverage90 is not finite'
+    """
+    method = record.get("method")
+    if method not in METHODS:
+        return f"its method is {method!r}, not one of {', '.join(METHODS)}"
+    if "approach" in record:
+        return f"it holds approach {record['approach']!r} beside method {method!r}"
+    unscored = not any(_finite(record.get(c)) for c in INTERVALS)
+    missing = [c for c in columns(method) if c not in record and not (unscored and c in INTERVALS)]
+    if missing:
+        return f"it lacks {', '.join(missing)}"
+    bad = [c for c in FINITE + (() if unscored else INTERVALS) if not _finite(record[c])]
+    if bad:
+        return f"its {', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not finite"
+    return None
+
+
+def _finite(value) -> bool:
+    return isinstance(value, numbers.Real) and bool(np.isfinite(value))
 
 
 # --- one task: one data set's splits, one method --------------------------------------------------
@@ -281,6 +385,10 @@ def _ensemble(cfg: UCIConfig, split: uci.Split) -> dict:
     return {**scores(mu, tau**-0.5, split), "fit_seconds": float(tree.attrs["seconds"])}
 
 
+#: The methods that are not ADVI, and their fits; every other method of :data:`METHODS` is :func:`_advi`'s.
+_BASELINES = {"dropout": _dropout, "ensemble": _ensemble}
+
+
 def fit_task(cfgs: list[UCIConfig]) -> list[dict]:
     """Fit ``cfgs`` (one data set and method, other splits) and score each on its test part.
 
@@ -295,14 +403,15 @@ def fit_task(cfgs: list[UCIConfig]) -> list[dict]:
     Returns
     -------
     list of dict
-        One record per fit: its settings, ``key``, ``rmse``, ``ll``, ``sigma`` (in the
-        target's units), ``fit_seconds``, ``n_train``, ``n_test`` and, for ADVI,
-        ``n_params``, ``converged`` and ``elbo_final``.
+        One record per fit, :func:`columns` of its method: its settings (``method`` the
+        method), ``key``, ``rmse``, ``ll``, ``sigma`` and the intervals (in the target's units),
+        ``fit_seconds``, ``n_train``, ``n_test`` and, for ADVI, ``n_params``, ``converged`` and
+        ``elbo_final``.
     """
     splits = [uci.load(c.uci, c.split, c.data_dir or None) for c in cfgs]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence is in the records
-        one = {"dropout": _dropout, "ensemble": _ensemble}.get(cfgs[0].approach, _advi)
+        one = _BASELINES.get(cfgs[0].approach, _advi)
         results = [one(c, s) for c, s in zip(cfgs, splits)]
     return [{"key": fit_key(c), "experiment": "uci", **c.record(), "n_train": len(s.y_train),
              "n_test": len(s.y_test), **r} for c, s, r in zip(cfgs, splits, results)]

@@ -13,16 +13,29 @@ from __future__ import annotations
 import numpy as np
 
 from bnn_zoo.data import uci
-from bnn_zoo.evaluation.calibration import CONFORMAL_LEVELS, LEVELS
-from bnn_zoo.experiments.uci_fits import METHODS
+from bnn_zoo.experiments.uci_fits import COVERAGE, INTERVALS, METHODS
 
-__all__ = ["COVERAGE", "markdown", "table"]
+__all__ = ["markdown", "scored", "table"]
 
-#: The coverage columns of the records (and the table), raw then conformal: the fraction of test
-#: targets inside the central 50%, 90% and 95% predictive intervals, and inside the conformal 90%
-#: and 95% intervals; each has a ``width`` column beside it.
-COVERAGE = tuple(f"coverage{round(100 * a)}" for a in LEVELS) + tuple(f"conf_coverage{round(100 * a)}"
-                                                                       for a in CONFORMAL_LEVELS)
+
+def scored(fits) -> "pandas.Series":
+    """Which records carry the intervals' coverage: every one of
+    :data:`~bnn_zoo.experiments.uci_fits.INTERVALS` finite.
+
+    Parameters
+    ----------
+    fits : pandas.DataFrame
+        Records, one a row.
+
+    Returns
+    -------
+    pandas.Series of bool
+        One per row; False where a column of them is missing or not finite.
+    """
+    import pandas as pd
+
+    values = fits.reindex(columns=list(INTERVALS)).apply(pd.to_numeric, errors="coerce")
+    return pd.Series(np.isfinite(values.to_numpy(float)).all(axis=1), index=fits.index)
 
 
 def table(fits) -> "pandas.DataFrame":
@@ -31,8 +44,9 @@ def table(fits) -> "pandas.DataFrame":
     Parameters
     ----------
     fits : pandas.DataFrame
-        Records (:func:`~bnn_zoo.experiments.uci_fits.fit_task`): columns ``uci``, ``approach``, ``split``, ``rmse``, ``ll``,
-        ``fit_seconds``.
+        Records (:func:`~bnn_zoo.experiments.uci_fits.fit_task`): columns ``uci``, ``method``, ``split``,
+        ``rmse``, ``ll``, ``fit_seconds``, and where scored the intervals'
+        (:data:`~bnn_zoo.experiments.uci_fits.INTERVALS`).
 
     Returns
     -------
@@ -42,8 +56,9 @@ def table(fits) -> "pandas.DataFrame":
         ``ll``, ``ll_se``, ``fit_seconds`` (the mean), the published ``<vi|pbp|dropout>_rmse``
         and ``_ll``, and ``beats_vi`` (RMSE below and log-likelihood above VI's) and
         ``matches_pbp`` (each of RMSE and log-likelihood better than PBP's or within one
-        standard error of it); ``coverage_splits`` (the splits whose records carry the
-        coverage) and the mean over them of each of :data:`COVERAGE` and its width (NaN
+        standard error of it); ``coverage_splits`` (the splits whose records carry every
+        interval's coverage and width, :func:`scored`) and the mean
+        over them of each of :data:`~bnn_zoo.experiments.uci_fits.COVERAGE` and its width (NaN
         where none does).
     """
     import pandas as pd
@@ -51,7 +66,7 @@ def table(fits) -> "pandas.DataFrame":
     rows = []
     for name in uci.DATASETS:
         for method in METHODS:
-            f = fits[(fits["uci"] == name) & (fits["approach"] == method)]
+            f = fits[(fits["uci"] == name) & (fits["method"] == method)]
             if f.empty:
                 continue
             n = len(f)
@@ -59,12 +74,12 @@ def table(fits) -> "pandas.DataFrame":
                    "rmse": f["rmse"].mean(), "rmse_se": f["rmse"].std(ddof=1) / np.sqrt(n) if n > 1 else np.nan,
                    "ll": f["ll"].mean(), "ll_se": f["ll"].std(ddof=1) / np.sqrt(n) if n > 1 else np.nan,
                    "fit_seconds": f["fit_seconds"].mean()}
-            scored = f[f["conf_coverage90"].notna()] if "conf_coverage90" in f else f.iloc[:0]
-            row["coverage_splits"] = len(scored)
+            with_intervals = f[scored(f)]
+            row["coverage_splits"] = len(with_intervals)
             for col in COVERAGE:
                 width = col.replace("coverage", "width")
-                row[col] = scored[col].mean() if len(scored) else np.nan
-                row[width] = scored[width].mean() if len(scored) else np.nan
+                row[col] = with_intervals[col].mean() if len(with_intervals) else np.nan
+                row[width] = with_intervals[width].mean() if len(with_intervals) else np.nan
             for col, values in uci.PUBLISHED.items():
                 row[f"{col}_rmse"], row[f"{col}_ll"] = values[name]
             vi_rmse, vi_ll = uci.PUBLISHED["vi"][name]
@@ -112,12 +127,12 @@ def markdown(t) -> str:
             out.append(f"| {r['dataset']} | {r['method']} | {r['splits']} | {cell(r[metric], r[f'{metric}_se'], digits)} "
                        f"| {r[f'vi_{metric}']:.2f} | {r[f'pbp_{metric}']:.2f} | {r[f'dropout_{metric}']:.2f} |")
         out.append("")
-    scored = t[t["coverage_splits"] > 0]
-    if len(scored):
+    covered = t[t["coverage_splits"] > 0]
+    if len(covered):
         out += ["**coverage of the predictive intervals, % of test targets (mean width in the target's units)**", "",
                 "| data set | method | splits | 50% | 90% | 95% | conformal 90% | conformal 95% |",
                 "|---|---|---:|---:|---:|---:|---:|---:|"]
-        for _, r in scored.iterrows():
+        for _, r in covered.iterrows():
             cells = " | ".join(f"{100 * r[c]:.1f} ({r[c.replace('coverage', 'width')]:.3g})" for c in COVERAGE)
             out.append(f"| {r['dataset']} | {r['method']} | {r['coverage_splits']} | {cells} |")
         out.append("")

@@ -11,7 +11,7 @@ def test_the_uci_jobs_keys_are_those_of_the_stored_table():
     set of defaults, keeps its key: a store written then resumes instead of refitting."""
     fits = pd.read_csv(ROOT / "benchmarks" / "results" / "uci" / "fits.csv")
     for approach in ("advi", "fullrank_advi", "local_reparam", "dropout", "ensemble"):
-        row = fits[(fits.uci == "yacht") & (fits.split == 0) & (fits.approach == approach)].iloc[0]
+        row = fits[(fits.uci == "yacht") & (fits.split == 0) & (fits.method == approach)].iloc[0]
         args = uci.build_parser().parse_args(["--datasets", "yacht", "--splits", "1", "--method", approach,
                                               "--data-dir", str(ROOT / "tests" / "data" / "uci")])
         [cfg] = uci.configs(args)

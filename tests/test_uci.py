@@ -142,7 +142,7 @@ def test_scores_are_the_mixture_log_density_in_the_targets_units():
 
 
 def test_the_table_sets_standard_errors_and_the_targets_against_the_published_columns():
-    fits = pd.DataFrame({"uci": ["yacht"] * 3, "approach": ["advi"] * 3, "split": [0, 1, 2],
+    fits = pd.DataFrame({"uci": ["yacht"] * 3, "method": ["advi"] * 3, "split": [0, 1, 2],
                          "rmse": [0.9, 1.0, 1.1], "ll": [-1.2, -1.6, -1.7], "fit_seconds": [1.0, 2.0, 3.0]})
     row = uci_table.table(fits).iloc[0]
     assert row["splits"] == 3 and np.isclose(row["rmse"], 1.0) and np.isclose(row["rmse_se"], 0.1 / np.sqrt(3))
@@ -165,7 +165,7 @@ def test_uci_on_yacht_writes_every_record_and_the_table_then_resumes(tmp_path):
     assert "12 fits in the job, 0 already" in done.stderr
     store = tmp_path / "uci"
     fits = pd.read_parquet(store / "fits.parquet")
-    assert sorted(zip(fits["approach"], fits["split"])) == sorted((m, k) for m in uci_fits.METHODS for k in (0, 1))
+    assert sorted(zip(fits["method"], fits["split"])) == sorted((m, k) for m in uci_fits.METHODS for k in (0, 1))
     # every method predicts the test targets far better than their mean, with a finite log-likelihood
     y_sd = np.std(np.loadtxt(DATA / "yacht" / "data.txt")[:, 6])
     assert (fits["rmse"] < 0.3 * y_sd).all() and np.isfinite(fits["ll"]).all()
@@ -176,7 +176,7 @@ def test_uci_on_yacht_writes_every_record_and_the_table_then_resumes(tmp_path):
     assert len(pd.read_csv(store / "fits.csv")) == 12
     assert "| yacht | advi | 2 |" in done.stdout
     # every record carries the intervals' coverage and width, raw and conformal, and the table their means
-    assert fits[list(uci_table.COVERAGE)].apply(lambda c: c.between(0, 1)).all().all()
+    assert fits[list(uci_fits.COVERAGE)].apply(lambda c: c.between(0, 1)).all().all()
     assert (fits["width50"] < fits["width90"]).all() and (fits["width90"] < fits["width95"]).all()
     assert (table["coverage_splits"] == 2).all() and "conformal 95%" in (store / "table.md").read_text()
 
@@ -296,3 +296,125 @@ sys.exit(main(["--datasets", "yacht", "--out", {str(tmp_path / 'out')!r}, "--wor
     assert "could not be downloaded" in done.stderr and "pass --data-dir or set UCI_DIR" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+# --- the records: the method that ran, and whole records only ---------------------------------------
+
+
+TINY = ["--datasets", "yacht", "--data-dir", str(DATA), "--splits", "2", "--method", "advi,dropout", "--steps", "200",
+        "--draws", "50", "--workers", "1", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def tiny_store(tmp_path_factory):
+    """A store of four tiny fits (advi and dropout on yacht's splits 0 and 1); copy it before changing it."""
+    out = tmp_path_factory.mktemp("tiny")
+    assert job.main([*TINY, "--out", str(out)]) == 0
+    return out / "uci"
+
+
+def _copy(store, tmp_path):
+    shutil.copytree(store, tmp_path / "uci")
+    return tmp_path / "uci"
+
+
+def test_each_record_names_the_method_that_ran_in_one_method_column(tiny_store):
+    fits = pd.read_parquet(tiny_store / "fits.parquet")
+    assert sorted(fits["method"]) == ["advi", "advi", "dropout", "dropout"]
+    assert "approach" not in fits and "approach" not in pd.read_csv(tiny_store / "fits.csv")
+    assert sorted(pd.read_csv(tiny_store / "fits.csv")["method"]) == sorted(fits["method"])
+    assert list(pd.read_csv(tiny_store / "table.csv")["method"]) == ["advi", "dropout"]
+    # each record has its method's columns: the dropout fits, made without ADVI, have no ELBO
+    for path in (tiny_store / "records").glob("*.parquet"):
+        record = pd.read_parquet(path).iloc[0].to_dict()
+        assert set(record) == set(uci_fits.columns(record["method"])), record["method"]
+        assert uci_fits.record_fault(record) is None
+    assert fits.loc[fits["method"] == "dropout", "elbo_final"].isna().all()
+    assert fits.loc[fits["method"] == "advi", "elbo_final"].notna().all()
+    # a method the fits do not know is refused, not fitted as mean-field ADVI under its name
+    with pytest.raises(ValueError, match="approach must be one of advi, local_reparam"):
+        uci_fits.UCIConfig(approach="nuts")
+
+
+def test_a_store_written_before_method_named_the_method_is_kept_with_method_from_approach(tiny_store, tmp_path,
+                                                                                          capsys):
+    store = _copy(tiny_store, tmp_path)
+    for path in (store / "records").glob("*.parquet"):  # as they were written: method advi, the method in approach
+        old = pd.read_parquet(path)
+        old.insert(list(old.columns).index("split") + 1, "approach", old["method"])
+        old.assign(method="advi").to_parquet(path, index=False)
+    capsys.readouterr()
+    assert job.main([*TINY, "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "4 records written before `method` named the method" in err
+    assert "4 fits in the job, 4 already in" in err and "0 to fit" in err and "damaged" not in err
+    fits = pd.read_parquet(store / "fits.parquet")
+    assert sorted(fits["method"]) == ["advi", "advi", "dropout", "dropout"] and "approach" not in fits
+    for path in (store / "records").glob("*.parquet"):
+        assert "approach" not in pd.read_parquet(path)
+    assert list(pd.read_csv(store / "table.csv")["method"]) == ["advi", "dropout"]
+
+
+def test_the_committed_records_read_back_as_a_store_resume_and_make_the_committed_table(tmp_path, capsys):
+    """benchmarks/results/uci/fits.csv's yacht rows, one record each: the job finds them all, fits
+    none, and writes the committed table's yacht rows (RMSE and log-likelihood over 20 splits, or 5
+    for full rank; coverage over the splits that carry it)."""
+    from bnn_zoo.experiments.store import Store
+
+    results = ROOT / "benchmarks" / "results" / "uci"
+    committed = pd.read_csv(results / "fits.csv")
+    assert sorted(set(committed["method"])) == sorted(uci_fits.METHODS) and "approach" not in committed
+    yacht = committed[committed["uci"] == "yacht"]
+    store = Store(tmp_path / "uci")
+    store.open()
+    for record in yacht.to_dict("records"):
+        store.write(record)
+    args = ["--datasets", "yacht", "--data-dir", str(DATA), "--workers", "1", "--no-progress", "--out", str(tmp_path)]
+    capsys.readouterr()
+    assert job.main([*args, "--table-only"]) == 0
+    err = capsys.readouterr().err
+    assert f"120 fits in the job, {len(yacht)} already in" in err and "damaged" not in err
+    table = pd.read_csv(tmp_path / "uci" / "table.csv")
+    expected = pd.read_csv(results / "table.csv").query("dataset == 'yacht'").reset_index(drop=True)
+    pd.testing.assert_frame_equal(table, expected, check_exact=False, rtol=2e-3, check_dtype=False)
+    lines = lambda path: [line for line in path.read_text().splitlines() if line.startswith("| yacht |")]
+    assert lines(tmp_path / "uci" / "table.md") == lines(results / "table.md")
+    # split 0 of every method carries the coverage: a full run finds all six and fits none
+    assert job.main([*args, "--splits", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "6 fits in the job, 6 already in" in err and "0 to fit" in err
+
+
+def test_a_record_with_some_interval_columns_is_set_aside_and_fitted_again(tiny_store, tmp_path, capsys):
+    store = _copy(tiny_store, tmp_path)
+    a, b = sorted((store / "records").glob("*.parquet"))[:2]
+    pd.read_parquet(a).drop(columns="conf_coverage95").to_parquet(a, index=False)
+    pd.read_parquet(b).assign(coverage90=np.nan).to_parquet(b, index=False)
+    capsys.readouterr()
+    assert job.main([*TINY, "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert f"record {a.stem} is damaged (it lacks conf_coverage95)" in err
+    assert f"record {b.stem} is damaged (its coverage90 is not finite)" in err
+    assert "4 fits in the job, 2 already in" in err and "2 to fit; 2 damaged records set aside" in err
+    assert sorted(p.stem for p in (store / "damaged").iterdir()) == sorted([a.stem, b.stem])
+    fits = pd.read_parquet(store / "fits.parquet")
+    assert len(fits) == 4 and uci_table.scored(fits).all()
+    assert (pd.read_csv(store / "table.csv")["coverage_splits"] == 2).all()
+
+
+def test_a_record_is_whole_with_every_column_of_its_method_and_finite_scores():
+    whole = dict.fromkeys(uci_fits.columns("advi"), 0.5) | {"method": "advi", "key": "k"}
+    assert uci_fits.record_fault(whole) is None
+    assert uci_fits.record_fault({k: v for k, v in whole.items() if k != "rmse"}) == "it lacks rmse"
+    assert uci_fits.record_fault({k: v for k, v in whole.items() if k != "n_params"}) == "it lacks n_params"
+    assert uci_fits.record_fault(whole | {"ll": -np.inf, "sigma": None}) == "its ll, sigma are not finite"
+    assert uci_fits.record_fault(whole | {"method": "nuts"}).startswith("its method is 'nuts', not one of advi")
+    assert uci_fits.record_fault(whole | {"approach": "dropout"}) == "it holds approach 'dropout' beside method 'advi'"
+    # dropout's record has no ELBO; one written before the intervals were scored has none of their columns
+    dropout = {k: v for k, v in whole.items() if k not in uci_fits.ADVI_MEASURES}
+    assert uci_fits.record_fault(dropout | {"method": "dropout", "dropout_rate": 0.05}) is None
+    unscored = {k: v for k, v in whole.items() if k not in uci_fits.INTERVALS}
+    assert uci_fits.record_fault(unscored) is None
+    assert uci_fits.record_fault(unscored | dict.fromkeys(uci_fits.INTERVALS, np.nan)) is None
+    frame = pd.DataFrame([whole, unscored, whole | {"width95": np.nan}])
+    assert list(uci_table.scored(frame)) == [True, False, False]
