@@ -33,7 +33,7 @@ from bnn_zoo.inference.laplace import Laplace, fit_laplace
 from bnn_zoo.inference.minibatch import unwrap as unwrap_minibatch
 from bnn_zoo.inference.objective import ELBO
 from bnn_zoo.inference.prepare import prepare
-from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLossError
+from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLossError, warn_unless_converged
 
 __all__ = ["RENAMED", "fit", "refuse_renamed"]
 
@@ -199,8 +199,10 @@ def fit(
     Warns
     -----
     ConvergenceWarning
-        When the fit has not converged (:attr:`FitResult.convergence`); the
-        message says what to try.
+        When the fit did not pass its optimiser's test
+        (:attr:`FitResult.convergence`: ADVI's ELBO still moving or fallen,
+        the Laplace approximation's L-BFGS short of a curved mode); the
+        message says what the test found and what to try.
 
     See Also
     --------
@@ -223,10 +225,19 @@ def fit(
     >>> result.convergence.converged
     True
 
-    Full rank, a tempered objective, a checkpoint:
+    Full rank, a tempered objective, a checkpoint and its resume:
 
     >>> full = bnn_zoo.fit(model, method="fullrank_advi", init=result, steps=2_000, progressbar=False)
     >>> cold = bnn_zoo.fit(model, objective=bnn_zoo.ELBO(beta=0.5), steps=2_000, progressbar=False)
+    >>> import tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = pathlib.Path(folder) / "fit.nc"
+    ...     first = bnn_zoo.fit(model, steps=1_000, checkpoint=bnn_zoo.Checkpoint(path, every=500),
+    ...                         progressbar=False)
+    ...     more = bnn_zoo.fit(model, steps=3_000, checkpoint=bnn_zoo.Checkpoint(path, resume=True),
+    ...                        progressbar=False)
+    >>> more.config["resumed_at"], len(more.elbo)
+    (1000, 3000)
     >>> bnn_zoo.fit(model, seed=1)
     Traceback (most recent call last):
     ...
@@ -255,7 +266,7 @@ def fit(
                          f"got method={family.name!r}")
     settings = dict(batch_size=batch_size, minibatch=minibatch, average=average, random_seed=random_seed,
                     progressbar=progressbar)
-    if family.name == "fullrank_advi" and init is None:
+    if family.name in methods.WARM_STARTED and init is None:
         if checkpoint is not None:
             raise ValueError("a full-rank fit without init starts from a mean-field fit and cannot "
                              "checkpoint: fit mean-field first and pass it as init=")
@@ -369,8 +380,5 @@ def _run(model, method, *, steps, optimizer, objective, batch_size, minibatch, i
         seconds=seconds_before + end - t0, compile_seconds=(first_step if ran else end) - t0,
         density=setup.density, timed=(steps - first_done, end - first_step) if ran else (0, 0.0),
     )
-    check = result.convergence
-    if not check.converged:
-        warnings.warn(f"the fit did not converge: {check.describe()}; {check.hint()}",
-                      ConvergenceWarning, stacklevel=4)
+    warn_unless_converged(result, stacklevel=4)
     return result

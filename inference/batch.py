@@ -34,7 +34,7 @@ from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
 from bnn_zoo.inference.minibatch import minibatch_plan
 from bnn_zoo.inference.objective import ELBO, kl_schedule
 from bnn_zoo.inference.prepare import check_settings, compiled_steps, given_initvals, initial_mean, model_dtype
-from bnn_zoo.inference.result import FitResult
+from bnn_zoo.inference.result import FitResult, warn_unless_converged
 
 __all__ = ["PICK_WINDOW", "Stacked", "fit_many", "pick_rows", "pick_step", "posterior_mean", "run_stacked"]
 
@@ -157,7 +157,7 @@ def run_stacked(model: pm.Model, density: ModelFunction, means: np.ndarray, data
         leading axis.
     seeds : sequence of int
         ``seeds[i]`` seeds row ``i``'s noise and minibatches.
-    method : {"advi", "fullrank_advi"} or MeanField or FullRank, default "advi"
+    method : {"advi", "lowrank_advi", "fullrank_advi"} or MeanField or LowRank or FullRank, default "advi"
         The variational family (no mean-field warm start here).
     steps : int, default bnn_zoo.inference.defaults.STEPS
         Optimisation steps.
@@ -275,9 +275,10 @@ def fit_many(models: Sequence[pm.Model], *, method="advi", steps: int = defaults
     ----------
     models : sequence of pymc.Model
         Models of one structure.
-    method : {"advi", "fullrank_advi"} or MeanField or FullRank, default "advi"
-        The variational family (no mean-field warm start here: fit
-        mean-field, then ``bnn_zoo.fit(model, method="fullrank_advi", init=...)``).
+    method : {"advi", "lowrank_advi", "fullrank_advi"} or MeanField or LowRank or FullRank, default "advi"
+        The ADVI family (no mean-field warm start here: fit mean-field,
+        then ``bnn_zoo.fit(model, method="fullrank_advi", init=...)``).
+        The Laplace approximation is :func:`bnn_zoo.fit`'s alone.
     steps : int, default bnn_zoo.inference.defaults.STEPS
         Optimisation steps of each fit.
     optimizer : optax.GradientTransformation, optional
@@ -312,6 +313,11 @@ def fit_many(models: Sequence[pm.Model], *, method="advi", steps: int = defaults
     ValueError
         For a seed count other than the model count, models of different
         structures, or bad settings as :func:`bnn_zoo.fit`.
+
+    Warns
+    -----
+    ConvergenceWarning
+        For each fit that did not pass its convergence test, as :func:`bnn_zoo.fit` warns.
 
     See Also
     --------
@@ -364,6 +370,7 @@ def fit_many(models: Sequence[pm.Model], *, method="advi", steps: int = defaults
             config=dict(out.config, seed=seed, diverged=bool(not np.isfinite(out.elbo[i]).all()), **picks),
             seconds=out.seconds / n, compile_seconds=out.compile_seconds / n, density=density,
             timed=(timed, (out.seconds - out.compile_seconds) / n) if timed else (0, 0.0)))
+        warn_unless_converged(results[-1], stacklevel=3)  # as bnn_zoo.fit warns, fit by fit
     return results
 
 

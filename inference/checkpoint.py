@@ -360,7 +360,8 @@ def _difference(saved: str, current: str) -> str:
                     return f"the values of data {name!r} differ (other data or normalisation)"
                 return f"{name}: {a.get(name, 'absent')} in the checkpoint, {b.get(name, 'absent')} here"
     a, b = saved["settings"], current["settings"]
-    for name in sorted(set(a) | set(b)):
+    # The method first: another family changes the settings that follow from it (init_std, say).
+    for name in sorted(set(a) | set(b), key=lambda name: (name != "method", name)):
         if a.get(name) != b.get(name):
             return f"{name}: {a.get(name)} in the checkpoint, {b.get(name)} here"
     if saved["model"] != current["model"]:

@@ -1,12 +1,29 @@
-"""Did a fit converge? A test on its ELBO trace.
+"""Did the optimiser stop? The test each fit makes of its own optimisation.
 
-The trace of per-step ELBO estimates is noisy and autocorrelated, so the
+"Converged", here, in :attr:`FitResult.convergence
+<bnn_zoo.inference.result.FitResult.convergence>` and in the records'
+``converged`` key, means that *the optimiser's test passed*: ADVI's ELBO
+stopped moving (:class:`Convergence`), or L-BFGS reached a mode with a
+positive-definite curvature (:class:`~bnn_zoo.inference.modecheck.ModeCheck`, the Laplace
+approximation's). It does not say that q is close to the posterior: a
+mean-field q of a correlated posterior converges far from it. How close q
+is, is what the Pareto k of q's importance ratios measures
+(:mod:`~bnn_zoo.inference.qcheck`; ``idata.attrs["q_pareto_k"]`` of
+:func:`bnn_zoo.sample`, ``q_pareto_k`` in the records), and
+:meth:`FitResult.summary <bnn_zoo.inference.result.FitResult.summary>`
+reports the two verdicts side by side. Each finding has ``converged``,
+``describe()`` (what it tested and found), ``hint()`` (what to try) and
+``record()`` (its fields for ``metrics.json``); :func:`recorded` reads one
+back.
+
+ADVI (:func:`convergence`). The trace of per-step ELBO estimates is noisy
+and autocorrelated, so the
 test fits a line to the final window (the last tenth of the steps, but at
 least :data:`MIN_WINDOW` steps), on the means of :data:`BATCHES` consecutive
 batches (batch means make the line's
 standard error honest under autocorrelation), and asks how much the ELBO
-still moved across that window: ``elbo_change = slope x window``. A fit has
-converged when every estimate is finite and that change is either within
+still moved across that window: ``elbo_change = slope x window``. The ELBO
+has stopped moving when every estimate is finite and that change is either within
 :data:`Z` standard errors of zero (no trend the noise can tell from none) or
 smaller than :data:`NATS` nat or :data:`RELATIVE` of the ELBO's size,
 whichever is larger (a trend too small to matter). The window is the last
@@ -29,16 +46,21 @@ this: a full-rank fit at too large a rate drops far below its mean-field
 start within its first steps and then climbs slowly back to a flat last
 window, still short of that start; one that diverges ends with a trend too
 noisy to be told from none (docs/user_guide/engine.md).
+
+The Laplace approximation's test is :class:`~bnn_zoo.inference.modecheck.ModeCheck`'s
+(:mod:`~bnn_zoo.inference.modecheck`).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, dataclass, fields
 
 import numpy as np
 
-__all__ = ["BATCHES", "BELOW_SHARE", "MIN_WINDOW", "NATS", "RELATIVE", "WINDOW", "Z", "Convergence",
-           "convergence"]
+from bnn_zoo.inference.modecheck import ModeCheck, record_fields
+
+__all__ = ["BATCHES", "BELOW_SHARE", "MIN_WINDOW", "NATS", "RELATIVE", "WINDOW", "Z", "Convergence", "convergence",
+           "recorded"]
 
 #: Batch means in the final window.
 BATCHES = 20
@@ -58,13 +80,14 @@ BELOW_SHARE = 0.95
 
 @dataclass(frozen=True)
 class Convergence:
-    """The finding of :func:`convergence` on an ELBO trace.
+    """The finding of :func:`convergence` on an ADVI fit's ELBO trace.
 
     Parameters
     ----------
     converged : bool
-        Every estimate is finite, the ELBO no longer moves across the final
-        window, and it did not fall.
+        The optimiser's test passed: every estimate is finite, the ELBO
+        stopped moving across the final window, and it did not fall. Not
+        that q is close to the posterior (the module docstring).
     finite : bool
         Every step's ELBO estimate is finite.
     elbo_change : float
@@ -86,10 +109,14 @@ class Convergence:
 
     Examples
     --------
-    >>> c = result.convergence
-    >>> c.converged, c.elbo_change, c.elbo_change_se
-    >>> if not c.converged:
-    ...     print(c.describe(), c.hint())
+    >>> import numpy as np
+    >>> from bnn_zoo.inference.diagnostics import convergence
+    >>> flat = -150 + np.random.default_rng(0).normal(0, 5, 20_000)
+    >>> convergence(flat).describe()
+    'the ELBO stopped moving: -0.93 ± 0.32 nats over the last 2,000 steps'
+    >>> rising = convergence(flat + np.linspace(0, 100, 20_000))
+    >>> rising.converged, rising.hint()
+    (False, 'try more steps or a decaying learning rate')
     """
 
     converged: bool
@@ -110,27 +137,38 @@ class Convergence:
         Returns
         -------
         dict
-            ``converged``, and every other field prefixed ``convergence_``.
+            ``converged`` (the optimiser's test passed: the ELBO stopped
+            moving), and every other field prefixed ``convergence_``.
         """
-        return {f"convergence_{k}" if k != "converged" else k: v for k, v in asdict(self).items()}
+        return record_fields(self)
 
     def describe(self) -> str:
-        """What the test found, in words (for a warning).
+        """What the test found, in words, passed or not.
 
         Returns
         -------
         str
-            E.g. ``"the ELBO is still rising: +12.3 nats over the last 1000
-            steps (se 2.1)"``.
+            E.g. ``"the ELBO is still rising: +12.3 nats over the last 1,000
+            steps (se 2.1)"``, or for a fit that passed ``"the ELBO stopped
+            moving: +0.3 ± 0.5 nats over the last 2,000 steps"``.
         """
         if not self.finite:
             return "the ELBO became non-finite"
+        if self.converged:
+            if not np.isfinite(self.elbo_change):
+                return f"every ELBO estimate is finite; {self.window:,} steps are too few to test for a trend"
+            if abs(self.elbo_change) > Z * self.elbo_change_se:  # a real trend, too small to matter
+                margin = max(NATS, RELATIVE * abs(self.elbo_mean))
+                return (f"the ELBO moves too little to matter: {self.elbo_change:+.3g} nats over the last "
+                        f"{self.window:,} steps (se {self.elbo_change_se:.2g}), under the {margin:.3g} that count")
+            return (f"the ELBO stopped moving: {self.elbo_change:+.2g} ± {self.elbo_change_se:.2g} nats over the "
+                    f"last {self.window:,} steps")
         if self.fell and not self.moving:
-            return (f"the ELBO fell: its last {self.window} steps average {self.elbo_shortfall:.4g} nats "
+            return (f"the ELBO fell: its last {self.window:,} steps average {self.elbo_shortfall:.4g} nats "
                     "below an earlier stretch of the fit or the fit it started from")
         direction = "rising" if self.elbo_change > 0 else "falling"
         return (f"the ELBO is still {direction}: {self.elbo_change:+.4g} nats over the last "
-                f"{self.window} steps (se {self.elbo_change_se:.2g})")
+                f"{self.window:,} steps (se {self.elbo_change_se:.2g})")
 
     def hint(self, smaller: str = "a smaller learning rate", decaying: str = "a decaying learning rate") -> str:
         """What to try: ``smaller`` steps for an unstable fit, more or ``decaying`` ones otherwise.
@@ -153,8 +191,35 @@ class Convergence:
         return f"try more steps or {decaying}"
 
 
+def recorded(metrics: dict) -> Convergence | ModeCheck:
+    """The finding a run's metrics recorded (what ``record()`` wrote), for its ``describe`` and ``hint``.
+
+    Parameters
+    ----------
+    metrics : dict
+        A run's metrics, as in its ``metrics.json``: ``converged`` and the
+        ``convergence_*`` keys. A Laplace fit's record has
+        ``convergence_mode_gap``.
+
+    Returns
+    -------
+    Convergence or ModeCheck
+        The finding; a field the metrics lack (one added after they were
+        written) takes its default, or NaN.
+    """
+    kind = ModeCheck if "convergence_mode_gap" in metrics else Convergence
+    values = {}
+    for f in fields(kind):
+        key = f.name if f.name == "converged" else f"convergence_{f.name}"
+        if key in metrics:
+            values[f.name] = metrics[key]
+        elif f.default is MISSING:
+            values[f.name] = {"bool": False, "int": 0, "str": ""}.get(f.type, float("nan"))
+    return kind(**values)
+
+
 def convergence(elbo: np.ndarray, start: float | None = None) -> Convergence:
-    """The convergence test of an ELBO trace (see the module docstring).
+    """The convergence test of an ADVI fit's ELBO trace (see the module docstring).
 
     Parameters
     ----------

@@ -33,7 +33,7 @@ import pymc.variational as pmvi
 
 from bnn_zoo.inference import gaussians
 
-__all__ = ["FAMILIES", "FULL_RANK", "LOW_RANK", "LOW_RANK_EIGEN", "MEAN_FIELD", "METHODS", "Family",
+__all__ = ["FAMILIES", "FULL_RANK", "LOW_RANK", "LOW_RANK_EIGEN", "MEAN_FIELD", "Family",
            "check_rank_setting", "default_rank", "entropy", "get", "inverse_softplus", "low_rank", "resolve_rank",
            "softplus"]
 
@@ -83,9 +83,11 @@ def inverse_softplus(y):
     Returns
     -------
     numpy.ndarray
-        ``log(expm1(y))``.
+        ``log(expm1(y))``, computed as ``y + log(-expm1(-y))`` so that an
+        sd above about 709 (where ``expm1(y)`` overflows) stays finite.
     """
-    return np.log(np.expm1(y))
+    y = np.asarray(y)
+    return y + np.log(-np.expm1(-y))
 
 
 @dataclass(frozen=True)
@@ -398,10 +400,8 @@ LOW_RANK_EIGEN = Family(name="lowrank_eigen", pymc=None, init=_eigen_init, draw=
                         log_density=_eigen_log_density,
                         factor=lambda p: (p["mu"], gaussians.LowRank(p["scale"], p["U"], p["m"])),
                         from_factor=_eigen_from_factor, to_pymc=_no_pymc)
-#: The families by name.
+#: The families ADVI fits, by the name ``bnn_zoo.fit``'s ``method`` takes for each.
 FAMILIES = {f.name: f for f in (MEAN_FIELD, LOW_RANK, FULL_RANK)}
-#: The names ``bnn_zoo.fit``'s ``method`` takes for a Gaussian fitted by ADVI.
-METHODS = tuple(FAMILIES)
 
 
 def get(method: str) -> Family:
@@ -423,7 +423,7 @@ def get(method: str) -> Family:
         For an unknown name.
     """
     if method not in FAMILIES:
-        raise ValueError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
+        raise ValueError(f"unknown ADVI family {method!r}; valid: {', '.join(FAMILIES)}")
     return FAMILIES[method]
 
 

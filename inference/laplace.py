@@ -14,16 +14,21 @@ take it unchanged. Two curvatures (:class:`Laplace`):
   mean, estimated by Hutchinson's trace estimator: covariance
   ``c^{-1} I + U (Lambda^{-1} - c^{-1}) U^T``, ``O(dim rank)`` memory.
 
-Where the mode is not a strict maximum (a network's saddle, an optimiser
-stopped early) the Hessian has non-positive eigenvalues; they are replaced
-by their absolute values (the saddle-free Newton of Dauphin et al. 2014),
-with a warning.
+The fit tests whether L-BFGS reached the mode (a
+:class:`~bnn_zoo.inference.modecheck.ModeCheck`, ``FitResult.convergence``):
+the gradient there small on the posterior's own scale, the Hessian positive
+definite (:mod:`~bnn_zoo.inference.diagnostics`), and warns with a
+:class:`LaplaceWarning` (a ``ConvergenceWarning``) when it did not. Where the
+point is not a strict maximum (a network's saddle, an optimiser stopped
+early) the Hessian has negative eigenvalues, and q takes their absolute
+values (the saddle-free Newton of Dauphin et al. 2014); along a flat
+direction (an improper posterior, an unidentified model) q's sd is set by
+round-off, and the warning names the variables that span it.
 """
 
 from __future__ import annotations
 
 import time
-import warnings
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -36,10 +41,11 @@ import scipy.optimize
 import scipy.sparse.linalg
 
 from bnn_zoo.inference import families, gaussians
+from bnn_zoo.inference.modecheck import ModeCheck, flat_tolerance, mode_check
 from bnn_zoo.inference.jaxmodel import Layout, compile_model
 from bnn_zoo.inference.minibatch import unwrap as unwrap_minibatch
-from bnn_zoo.inference.prepare import given_initvals, initial_mean, model_dtype
-from bnn_zoo.inference.result import FitResult, NonFiniteLossError
+from bnn_zoo.inference.prepare import check_steps, given_initvals, initial_mean, model_dtype
+from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLossError, warn_unless_converged
 
 __all__ = ["CURVATURES", "DENSE_MAX", "HUTCHINSON_PROBES", "Laplace", "LaplaceWarning", "fit_laplace"]
 
@@ -51,8 +57,13 @@ HUTCHINSON_PROBES = 64
 CURVATURES = ("auto", "hessian", "lowrank")
 
 
-class LaplaceWarning(UserWarning):
-    """The mode is not a strict maximum: some curvatures were not positive."""
+class LaplaceWarning(ConvergenceWarning):
+    """The Laplace approximation did not pass its test: L-BFGS stopped short of a mode, at a saddle or flat.
+
+    A :class:`~bnn_zoo.inference.result.ConvergenceWarning`, so that one
+    filter silences every method's; the message says what the test
+    (:class:`~bnn_zoo.inference.modecheck.ModeCheck`) found.
+    """
 
 
 @dataclass(frozen=True)
@@ -109,7 +120,8 @@ def fit_laplace(model: pm.Model, spec: Laplace = Laplace(), *, steps: int = 20_0
     spec : Laplace, default Laplace()
         The curvature and rank.
     steps : int, default 20000
-        L-BFGS's most iterations to the mode.
+        L-BFGS's most iterations to the mode, in ``1..MAX_STEPS`` (ADVI's
+        check, :func:`~bnn_zoo.inference.prepare.check_steps`).
     random_seed : int, default 0
         Seeds the initial point (as :func:`bnn_zoo.fit`'s initial means)
         and the trace estimator's probes.
@@ -118,15 +130,25 @@ def fit_laplace(model: pm.Model, spec: Laplace = Laplace(), *, steps: int = 20_0
     -------
     FitResult
         ``method`` ``"laplace"``; a full-rank q (dense Hessian) or a
-        low-rank one. Its ``elbo`` holds the log density at each L-BFGS
-        iteration.
+        low-rank one. Its ``elbo`` holds the log density at the start and
+        at each L-BFGS iteration (not an ELBO: its ``elbo_final`` is NaN),
+        its ``convergence`` the test of the mode
+        (:class:`~bnn_zoo.inference.modecheck.ModeCheck`).
 
     Raises
     ------
     ValueError
-        For a discrete free variable, a curvature too large for the model,
-        or a rank out of range, before any work.
+        For ``steps`` out of range, a discrete free variable, a curvature
+        too large for the model, or a rank out of range, before any work.
+    NonFiniteLossError
+        When the log density is not finite where L-BFGS stopped.
+
+    Warns
+    -----
+    LaplaceWarning
+        A ``ConvergenceWarning``, when the fit did not pass its test.
     """
+    check_steps(steps)
     model = unwrap_minibatch(model, None, None)[0]
     discrete = [rv.name for rv in model.free_RVs if not model.rvs_to_values[rv].dtype.startswith("float")]
     if discrete:
@@ -146,60 +168,109 @@ def fit_laplace(model: pm.Model, spec: Laplace = Laplace(), *, steps: int = 20_0
             return (prior + lik).astype("float64") if dtype == "float64" else prior + lik
 
         value_and_grad = jax.jit(jax.value_and_grad(lambda z: -log_p(z)))
-        trace = []
 
         def objective(z):
             value, grad = value_and_grad(jnp.asarray(z, dtype))
-            trace.append(-float(value))
             return float(value), np.asarray(grad, dtype="float64")
 
         start = initial_mean(layout, point, random_seed, given_initvals(model)).astype("float64")
-        found = scipy.optimize.minimize(objective, start, jac=True, method="L-BFGS-B",
-                                        options=dict(maxiter=steps, maxcor=20))
+        trace = [-objective(start)[0]]  # the log density at the start and at each iteration
+
+        def record(intermediate_result):  # scipy passes each iteration's result by this name
+            trace.append(-float(intermediate_result.fun))
+
+        found = scipy.optimize.minimize(objective, start, jac=True, method="L-BFGS-B", callback=record,
+                                        options=dict(maxiter=steps, maxfun=2 * steps, maxcor=20))
         mode = found.x
         if not np.isfinite(found.fun):
             raise NonFiniteLossError(f"the log density is {-found.fun} at the end of the search for the mode")
         if curvature == "hessian":
-            family, factor = families.FULL_RANK, _dense(jax.jit(jax.hessian(lambda z: -log_p(z))), mode, dtype)
+            lam, V = _dense(jax.jit(jax.hessian(lambda z: -log_p(z))), mode, dtype)
+            rest = None
+            family, factor = families.FULL_RANK, _dense_factor(lam, V)
         else:
-            family, factor = families.LOW_RANK_EIGEN, _low_rank(lambda z: -log_p(z), mode, rank, random_seed, dtype)
+            lam, V, rest = _low_rank(lambda z: -log_p(z), mode, rank, random_seed, dtype)
+            family, factor = families.LOW_RANK_EIGEN, _low_rank_factor(lam, V, rest)
+        check = _mode_check(-np.asarray(found.jac, dtype="float64"), lam, V, rest, layout, dtype, found)
     params = family.from_factor(mode.astype(dtype), factor)
     config = dict(method="laplace", curvature=curvature, rank=rank if curvature == "lowrank" else None,
-                  steps=int(found.nit), converged=bool(found.success), seed=random_seed, dtype=dtype)
+                  steps=int(found.nit), seed=random_seed, dtype=dtype)
     end = time.perf_counter()
-    return FitResult(model=model, family=family, layout=layout, params=params, elbo=np.asarray(trace),
-                     config=config, seconds=end - t0, compile_seconds=0.0, density=density)
+    result = FitResult(model=model, family=family, layout=layout, params=params, elbo=np.asarray(trace),
+                       config=config, seconds=end - t0, compile_seconds=0.0, density=density, mode_check=check)
+    warn_unless_converged(result, LaplaceWarning, stacklevel=4)  # at the call of bnn_zoo.fit
+    return result
 
 
 def _positive(eigenvalues: np.ndarray) -> np.ndarray:
-    bad = eigenvalues <= 0
-    if bad.any():
-        warnings.warn(f"the Laplace approximation's mode is not a strict maximum: {int(bad.sum())} of "
-                      f"{eigenvalues.size} curvatures are not positive and are replaced by their absolute values "
-                      "(more steps, or method='lowrank_advi')", LaplaceWarning, stacklevel=3)
+    """The curvatures q takes: their absolute values, at least round-off above zero."""
     floor = np.finfo("float64").eps * np.abs(eigenvalues).max()
     return np.maximum(np.abs(eigenvalues), floor)
 
 
-def _dense(hessian, mode: np.ndarray, dtype: str) -> np.ndarray:
-    """The Cholesky factor of the inverse of the (positive) negative Hessian at the mode."""
+def _dense(hessian, mode: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """The eigenvalues and eigenvectors of the (symmetrised) Hessian of the negative log density at the mode."""
     H = np.asarray(hessian(jnp.asarray(mode, dtype)), dtype="float64")
-    lam, V = np.linalg.eigh(0.5 * (H + H.T))
-    cov = (V / _positive(lam)) @ V.T
-    return np.linalg.cholesky(0.5 * (cov + cov.T))
+    return np.linalg.eigh(0.5 * (H + H.T))
 
 
-def _low_rank(neg_log_p, mode: np.ndarray, rank: int, seed: int, dtype: str) -> gaussians.LowRank:
+def _dense_factor(lam: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """The Cholesky factor of ``V diag(1 / |lam|) V'``, by a QR of its square root (no Cholesky of a near-singular
+    matrix: a flat direction's variance is ~1e16 times the others')."""
+    R = np.linalg.qr((V / np.sqrt(_positive(lam))).T, mode="r")
+    L = R.T
+    return L * np.where(np.diag(L) < 0, -1.0, 1.0)  # a positive diagonal
+
+
+def _mode_check(gradient: np.ndarray, lam: np.ndarray, V: np.ndarray, rest: float | None, layout: Layout,
+                dtype: str, found) -> ModeCheck:
+    """The test of the point L-BFGS stopped at (:class:`~bnn_zoo.inference.modecheck.ModeCheck`), from the
+    log density's gradient there and the curvatures ``lam`` (eigenvectors ``V``; with ``rest``, the mean of
+    the eigenvalues outside them)."""
+    tested = lam if rest is None else np.append(lam, rest)
+    finite = bool(np.isfinite(gradient).all() and np.isfinite(tested).all())
+    tol = flat_tolerance(np.abs(tested).max(), dtype) if finite else float("nan")
+    flat = np.abs(lam) <= tol
+    proj = V.T @ gradient
+    gap = 0.5 * float(np.sum(proj[~flat] ** 2 / np.abs(lam[~flat])))
+    if rest is not None and abs(rest) > tol:  # the gradient outside V, at the rest's mean curvature
+        gap += 0.5 * max(float(gradient @ gradient - proj @ proj), 0.0) / abs(rest)
+    n_flat = int(flat.sum()) + int(rest is not None and abs(rest) <= tol)
+    return mode_check(finite=finite, mode_gap=float(gap) if finite else float("nan"),
+                      gradient_max=float(np.abs(gradient).max()), curvature_min=float(tested.min()),
+                      curvature_max=float(tested.max()), negative=int(np.sum(tested < -tol)), flat=n_flat,
+                      flat_tolerance=tol, flat_variables=_spanning(V[:, flat], layout),
+                      flat_slope=float(np.linalg.norm(proj[flat])), tested=int(tested.size), dim=layout.dim,
+                      iterations=int(found.nit), hit_limit=bool(found.status == 1), stopped=str(found.message))
+
+
+def _spanning(directions: np.ndarray, layout: Layout, most: int = 6) -> str:
+    """The value variables that span ``directions`` (orthonormal columns), largest share first: those
+    with 5% of it or more (else the largest three), at most ``most`` named."""
+    if not directions.shape[1]:
+        return ""
+    share = np.sum(directions**2, axis=1) / directions.shape[1]
+    shares = sorted(((float(share[slot].sum()), name) for name, slot, _, _ in layout.slots), key=lambda s: -s[0])
+    names = [name for value, name in shares if value >= 0.05] or [name for _, name in shares[:3]]
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _low_rank(neg_log_p, mode: np.ndarray, rank: int, seed: int, dtype: str) -> tuple:
     """The ``rank`` largest eigenpairs of the Hessian ``H`` of ``neg_log_p`` at ``mode`` (by
-    Hessian-vector products), the rest of its spectrum at its mean."""
+    Hessian-vector products), and the mean of the rest of its spectrum (by Hutchinson's estimate of its trace)."""
     dim = mode.size
     hvp = jax.jit(lambda v: jax.jvp(jax.grad(neg_log_p), (jnp.asarray(mode, dtype),), (v.astype(dtype),))[1])
     op = scipy.sparse.linalg.LinearOperator(
         (dim, dim), matvec=lambda v: np.asarray(hvp(jnp.asarray(np.ravel(v))), dtype="float64"), dtype="float64")
     lam, U = scipy.sparse.linalg.eigsh(op, k=rank, which="LA")
-    lam = _positive(lam)
     probes = np.random.default_rng(seed).choice([-1.0, 1.0], size=(HUTCHINSON_PROBES, dim))
     trace = float(np.mean([p @ op.matvec(p) for p in probes]))
-    rest = (trace - lam.sum()) / (dim - rank)
+    return lam, U, (trace - lam.sum()) / (dim - rank)
+
+
+def _low_rank_factor(lam: np.ndarray, U: np.ndarray, rest: float) -> gaussians.LowRank:
+    """q's low-rank factor: the curvatures ``lam`` along ``U`` (their absolute values), ``rest`` elsewhere (or,
+    when that is not positive, the smallest of ``|lam|``)."""
+    lam = _positive(lam)
     c = rest if rest > 0 else lam.min()
-    return gaussians.LowRank(np.full(dim, c**-0.5), U, c / lam - 1.0)
+    return gaussians.LowRank(np.full(U.shape[0], c**-0.5), U, c / lam - 1.0)

@@ -32,7 +32,7 @@ from bnn_zoo.inference.minibatch import minibatch_plan
 from bnn_zoo.inference.objective import ELBO, kl_schedule
 from bnn_zoo.inference.result import FitResult
 
-__all__ = ["MAX_STEPS", "Setup", "check_settings", "compiled_steps", "given_initvals", "initial_mean",
+__all__ = ["MAX_STEPS", "Setup", "check_settings", "check_steps", "compiled_steps", "given_initvals", "initial_mean",
            "model_dtype", "optimizer_key", "precision", "prepare"]
 
 #: The most steps one fit takes: the ELBO trace is kept in memory, 8 bytes a step.
@@ -59,10 +59,15 @@ def precision(float32: bool):
 
     Examples
     --------
+    >>> import bnn_zoo
+    >>> from bnn_zoo.data import toy
     >>> from bnn_zoo.models import mlp_classifier
+    >>> split = toy.load("moons", n_train=256, n_test=10)
     >>> with bnn_zoo.precision(float32=True):
-    ...     model = mlp_classifier(X, y, hidden=(400, 400))
-    >>> result = bnn_zoo.fit(model, batch_size=128)   # fitted in float32
+    ...     model = mlp_classifier(split.X_train, split.y_train, hidden=(5, 5))
+    >>> result = bnn_zoo.fit(model, batch_size=128, steps=200, progressbar=False)
+    >>> result.config["dtype"]   # fitted in float32
+    'float32'
     """
     with pytensor.config.change_flags(floatX="float32" if float32 else "float64"):
         yield
@@ -300,6 +305,23 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
                  fingerprint=fingerprint, dtype=dtype, average_from=average_from)
 
 
+def check_steps(steps) -> None:
+    """Refuse, in one line, ``steps`` that are not an integer in ``1..MAX_STEPS`` (every method's check).
+
+    Parameters
+    ----------
+    steps : int
+        A fit's steps (ADVI's, or L-BFGS's most iterations for the Laplace approximation).
+
+    Raises
+    ------
+    ValueError
+        Naming ``steps`` and the range.
+    """
+    if isinstance(steps, bool) or not (isinstance(steps, (int, np.integer)) and 1 <= steps <= MAX_STEPS):
+        raise ValueError(f"steps must be an integer in 1..{MAX_STEPS:,}, got {steps!r}")
+
+
 def check_settings(*, family: Family, steps, objective: ELBO, average, optimizer):
     """``(average_from, optimizer)`` after checking a fit's settings.
 
@@ -328,8 +350,7 @@ def check_settings(*, family: Family, steps, objective: ELBO, average, optimizer
     ValueError
         Naming the setting out of range.
     """
-    if isinstance(steps, bool) or not (isinstance(steps, (int, np.integer)) and 1 <= steps <= MAX_STEPS):
-        raise ValueError(f"steps must be an integer in 1..{MAX_STEPS:,}, got {steps!r}")
+    check_steps(steps)
     if not isinstance(objective, ELBO):
         raise ValueError(f"objective must be a bnn_zoo.ELBO(...), got {objective!r}")
     if objective.estimator != "weights" and family.name != "advi":

@@ -1,19 +1,21 @@
 """What a fit returns, and what it raises or warns: :class:`FitResult`, :class:`NonFiniteLossError`,
-:class:`ConvergenceWarning`."""
+:class:`ConvergenceWarning` (:func:`warn_unless_converged`)."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import pymc as pm
 
-from bnn_zoo.inference import gaussians
+from bnn_zoo.inference import gaussians, qcheck
 from bnn_zoo.inference.diagnostics import Convergence, convergence
+from bnn_zoo.inference.modecheck import ModeCheck
 from bnn_zoo.inference.families import Family
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction
 
-__all__ = ["ConvergenceWarning", "FitResult", "NonFiniteLossError", "ValuesByName"]
+__all__ = ["ConvergenceWarning", "FitResult", "NonFiniteLossError", "ValuesByName", "warn_unless_converged"]
 
 
 class ValuesByName(dict):
@@ -68,11 +70,13 @@ class NonFiniteLossError(FloatingPointError):
 
 
 class ConvergenceWarning(UserWarning):
-    """A fit ended with its ELBO still moving, or below where it had been.
+    """A fit did not pass its optimiser's test: ADVI's ELBO still moving or fallen, L-BFGS short of a mode.
 
-    :func:`fit` warns with it when :attr:`FitResult.convergence` finds that
-    the fit has not converged (:mod:`~bnn_zoo.inference.diagnostics`); the
-    message says what the test found and what to try.
+    :func:`fit` warns with it, for every method, when
+    :attr:`FitResult.convergence` finds that the fit has not converged
+    (:mod:`~bnn_zoo.inference.diagnostics`); the message says what the test
+    found and what to try. Its absence does not say that q is close to the
+    posterior: that is the Pareto k's (:meth:`FitResult.summary`).
 
     Parameters
     ----------
@@ -110,7 +114,8 @@ class FitResult:
         averaging, their average over the averaged steps.
     elbo : numpy.ndarray
         The ELBO estimate of every step (with the KL weight ``beta``), at
-        full-data scale.
+        full-data scale; for the Laplace approximation, not an ELBO but the
+        log density at each L-BFGS iteration.
     config : dict
         The fit's settings as recorded in results (method, steps, optimizer,
         batch size, ``beta``, seed, dtype, ...), and ``history``: the
@@ -126,21 +131,27 @@ class FitResult:
     timed : tuple of (int, float), default (0, 0.0)
         This run's steps after the first, and their wall time in seconds,
         for :attr:`ms_per_step`. Set by the fit.
+    mode_check : ModeCheck, optional
+        The Laplace approximation's test of its mode, made where the
+        Hessian was at hand; ``None`` for ADVI, whose test reads ``elbo``.
 
     Attributes
     ----------
     method : str
-        ``"advi"`` (mean-field) or ``"fullrank_advi"``.
+        ``"advi"``, ``"lowrank_advi"``, ``"fullrank_advi"`` or ``"laplace"``.
     mean : dict of str to numpy.ndarray
         q's mean of each value variable.
     sd : dict of str to numpy.ndarray
         q's marginal standard deviation of each value variable.
-    convergence : Convergence
-        The convergence test of the ELBO trace.
+    convergence : Convergence or ModeCheck
+        The optimiser's test: of the ELBO trace (ADVI), or of the mode
+        (Laplace). ``converged`` says that it passed, not that q is close
+        to the posterior (:meth:`summary` gives both verdicts).
     ms_per_step : float
         Mean wall time of this run's steps after the first, in milliseconds.
     elbo_final : float
-        Mean ELBO estimate over the last 10% of the steps (at most 1000).
+        Mean ELBO estimate over the last 10% of the steps (at most 1000);
+        NaN for the Laplace approximation, which has no ELBO.
 
     See Also
     --------
@@ -149,11 +160,26 @@ class FitResult:
 
     Examples
     --------
-    >>> result = bnn_zoo.fit(model)
-    >>> result.mean["W_0"]          # q's mean of a weight matrix
-    >>> result.sd["scale_0_log__"]  # a positive variable's value lives on the log scale
-    >>> result.convergence.converged
-    >>> approx = result.to_pymc()   # a pymc.variational.MeanField
+    Mean-field q of a posterior whose two weights are correlated -0.999: the
+    optimiser converges, and q is far from the posterior all the same.
+
+    >>> import numpy as np, pymc as pm, bnn_zoo
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=40)
+    >>> X = np.column_stack([x, x + 0.05 * rng.normal(size=40)])  # two nearly equal columns
+    >>> with pm.Model() as model:
+    ...     w = pm.Normal("w", 0.0, 3.0, shape=2)
+    ...     y = pm.Normal("y", X @ w, 1.0, observed=X @ [1.0, -0.5] + rng.normal(size=40))
+    >>> result = bnn_zoo.fit(model, progressbar=False)
+    >>> print(np.round(result.mean["w"], 1), np.round(result.sd["w"], 2))  # q's mean and marginal sd
+    [0.3 0.4] [0.2 0.2]
+    >>> result                                   # the optimiser's verdict
+    FitResult('advi', 2 values): optimiser converged: the ELBO stopped moving: ... nats over the last 2,000 steps;
+    q's accuracy not measured (result.summary(bnn_zoo.sample(result)) adds it)
+    >>> print(result.summary(bnn_zoo.sample(result, 20_000)))  # and q's accuracy
+    FitResult('advi', 2 values): optimiser converged: ...; q is far from the posterior (q_pareto_k 0.95 > 0.7):
+    its means and sds may be off
+    >>> approx = result.to_pymc()                # a pymc.variational.MeanField
     """
 
     model: pm.Model
@@ -166,6 +192,7 @@ class FitResult:
     compile_seconds: float  # compilation and the first step of this run
     density: ModelFunction = field(repr=False)
     timed: tuple[int, float] = (0, 0.0)  # this run's steps after the first, and their seconds
+    mode_check: ModeCheck | None = field(default=None, repr=False)  # the Laplace approximation's test
 
     @property
     def method(self) -> str:
@@ -226,13 +253,61 @@ class FitResult:
         return approx
 
     @property
-    def convergence(self) -> Convergence:
-        """The convergence test of the ELBO trace (:func:`~bnn_zoo.inference.diagnostics.convergence`).
+    def convergence(self) -> Convergence | ModeCheck:
+        """The optimiser's test (:mod:`~bnn_zoo.inference.diagnostics`): did it stop, or reach the mode?
 
-        A fit started from another (``init=``) at the same ``beta`` is also
-        tested against that fit's final ELBO, which it should not end below.
+        For ADVI, the test of the ELBO trace
+        (:func:`~bnn_zoo.inference.diagnostics.convergence`): a fit started
+        from another (``init=``) at the same ``beta`` is also tested against
+        that fit's final ELBO, which it should not end below. For the Laplace
+        approximation, :attr:`mode_check`. Either way ``converged`` says
+        that the optimiser's test passed, not that q is close to the
+        posterior (:meth:`summary`).
         """
+        if self.mode_check is not None:
+            return self.mode_check
         return convergence(self.elbo, start=self.config.get("init_elbo_final"))
+
+    def summary(self, idata=None) -> str:
+        """One line: the method, the optimiser's verdict and, given draws, q's accuracy verdict.
+
+        The optimiser's verdict is :attr:`convergence`'s; the accuracy
+        verdict is the Pareto k of q's importance ratios
+        (:mod:`~bnn_zoo.inference.qcheck`), which ``idata`` carries. A fit
+        whose optimiser converged can still be far from the posterior, so
+        both are shown. ``repr(result)`` is the summary without draws.
+
+        Parameters
+        ----------
+        idata : xarray.DataTree, optional
+            :func:`bnn_zoo.sample`'s draws of this fit, with their
+            ``attrs["q_pareto_k"]`` (:data:`~bnn_zoo.inference.qcheck.NAME`).
+
+        Returns
+        -------
+        str
+            E.g. ``"FitResult('advi', 2 values): optimiser converged: the ELBO
+            stopped moving: ...; q is far from the posterior (q_pareto_k 0.93
+            > 0.7): its means and sds may be off"``.
+
+        Raises
+        ------
+        ValueError
+            When ``idata`` holds draws of another method's fit.
+        """
+        check = self.convergence
+        verdict = "converged" if check.converged else "did not converge"
+        line = f"FitResult({self.method!r}, {self.layout.dim:,} values): optimiser {verdict}: {check.describe()}"
+        if idata is None:
+            return f"{line}; q's accuracy not measured (result.summary(bnn_zoo.sample(result)) adds it)"
+        method = idata.attrs.get("fit_method", self.method)
+        if method != self.method:
+            raise ValueError(f"idata holds draws of a {method!r} fit, this is a {self.method!r} one: pass "
+                             "bnn_zoo.sample(result) of this fit")
+        return f"{line}; {_accuracy(idata.attrs.get(qcheck.NAME))}"
+
+    def __repr__(self) -> str:
+        return self.summary()
 
     @property
     def ms_per_step(self) -> float:
@@ -242,7 +317,48 @@ class FitResult:
 
     @property
     def elbo_final(self) -> float:
-        """Mean ELBO estimate over the last 10% of the steps (at most 1000 steps)."""
+        """Mean ELBO estimate over the last 10% of the steps (at most 1000 steps).
+
+        NaN for the Laplace approximation: its trace is the log density along
+        L-BFGS's path, not an ELBO (its last value is the log density where
+        L-BFGS stopped).
+        """
+        if self.method == "laplace":
+            return float("nan")
         tail = max(1, min(1000, len(self.elbo) // 10))
         return float(np.mean(self.elbo[-tail:]))
 
+
+def _accuracy(k) -> str:
+    """The accuracy verdict of a ``q_pareto_k`` (:mod:`~bnn_zoo.inference.qcheck`'s thresholds), in words."""
+    if k is None:
+        return f"q's accuracy not measured (these draws carry no {qcheck.NAME}: sample with log_likelihood=True)"
+    if np.isnan(k):
+        return f"q's accuracy unknown ({qcheck.NAME} NaN: too few draws or a non-finite density)"
+    if k == np.inf:
+        return f"q puts mass where the posterior has none ({qcheck.NAME} inf)"
+    if k > qcheck.K_WARN:
+        return f"q is far from the posterior ({qcheck.NAME} {k:.2f} > {qcheck.K_WARN}): its means and sds may be off"
+    return (f"q passes its accuracy check ({qcheck.NAME} {k:.2f} <= {qcheck.K_WARN}): the reweighted means and "
+            "sds (bnn_zoo.reweighted) are reliable")
+
+
+def warn_unless_converged(result: FitResult, category: type[Warning] = ConvergenceWarning,
+                          stacklevel: int = 1) -> None:
+    """Warn, in one line saying what the test found and what to try, when ``result`` failed its test.
+
+    Every method's fit calls it at its end (:attr:`FitResult.convergence`).
+
+    Parameters
+    ----------
+    result : FitResult
+        The fit.
+    category : type, default ConvergenceWarning
+        A :class:`ConvergenceWarning` or a subclass.
+    stacklevel : int, default 1
+        As ``warnings.warn``'s, counted from the caller.
+    """
+    check = result.convergence
+    if not check.converged:
+        warnings.warn(f"the {result.method!r} fit did not pass its convergence test: {check.describe()}; "
+                      f"{check.hint()}", category, stacklevel=stacklevel + 1)

@@ -74,7 +74,11 @@ def test_checkpoint_of_another_fit_is_refused(split, tmp_path):
     with pytest.raises(CheckpointError, match="model differs: its architecture, priors or their parameters"):
         fit(model(split, hyperprior_params={"alpha": 4.0}), steps=20, checkpoint=resume(ckpt))
     with pytest.raises(CheckpointError, match="init_std: 0.01 in the checkpoint, from another fit here"):
-        fit(model(split), method="fullrank_advi", init=first_fit, steps=20, checkpoint=resume(ckpt))
+        fit(model(split), init=first_fit, steps=20, checkpoint=resume(ckpt))
+    # Another method is named as the difference, before the settings that follow from it (issue 52).
+    for method in ("fullrank_advi", "lowrank_advi"):
+        with pytest.raises(CheckpointError, match=f"different fit \\(method: advi in the checkpoint, {method} here\\)"):
+            fit(model(split), method=method, init=first_fit, steps=20, checkpoint=resume(ckpt))
     with pytest.raises(CheckpointError, match="beta: 1.0 in the checkpoint, 0.5 here"):
         fit(model(split), objective=bnn_zoo.ELBO(beta=0.5), steps=20, checkpoint=resume(ckpt))
     with pytest.raises(CheckpointError, match="more than"):

@@ -1,9 +1,13 @@
-"""The convergence test of an ELBO trace, on traces whose answer is known."""
+"""The optimiser's tests: of an ELBO trace, on traces whose answer is known, and of a Laplace fit's mode."""
 
 import numpy as np
+import pymc as pm
 import pytest
+import xarray as xr
 
-from bnn_zoo.inference.diagnostics import convergence
+import bnn_zoo
+from bnn_zoo.inference.diagnostics import convergence, recorded
+from bnn_zoo.inference.modecheck import MODE_NATS, RISING, ModeCheck, mode_check
 
 
 def ar1(n, rho, sd, rng):
@@ -80,3 +84,78 @@ def test_the_shortfall_test_keeps_false_alarms_rare():
     exploding = -np.exp(rng.uniform(20, 160, 3_000))
     c = convergence(exploding, start=-150.0)
     assert c.elbo_change_se > abs(c.elbo_change) and c.fell and not c.converged
+
+
+# --- issue 52: one vocabulary: each finding says what it tested, passed or not ---------------------
+
+def test_a_passed_test_reads_as_passed():
+    rng = np.random.default_rng(0)
+    c = convergence(-150 + rng.normal(0, 5, 20_000))
+    assert c.converged
+    assert c.describe().startswith("the ELBO stopped moving: ") and " ± " in c.describe()
+    assert c.describe().endswith("nats over the last 2,000 steps") and "still" not in c.describe()
+    steps = np.arange(10_000)  # a real trend, too small to matter, says so
+    small = convergence(-60_000 + 300 * steps / 10_000 + rng.normal(0, 1e-3, 10_000))
+    assert small.converged and small.describe().startswith("the ELBO moves too little to matter: +28.5 nats over")
+    assert small.describe().endswith("under the 59.7 that count")
+    assert "too few to test for a trend" in convergence(np.array([-3.0, -2.0, -1.0])).describe()
+
+
+def _found(**changes):
+    """A Laplace finding at a mode of a 3-dimensional model, with ``changes``."""
+    found = dict(finite=True, mode_gap=1e-9, gradient_max=1e-6, curvature_min=0.5, curvature_max=4.0, negative=0,
+                 flat=0, flat_tolerance=1e-12, flat_variables="", flat_slope=0.0, tested=3, dim=3, iterations=12,
+                 hit_limit=False, stopped="CONVERGENCE: NORM OF PROJECTED GRADIENT <= PGTOL")
+    return mode_check(**{**found, **changes})
+
+
+def test_the_laplace_finding_says_what_it_tested():
+    at_mode = _found()
+    assert at_mode.converged and at_mode.hint() == ""
+    assert at_mode.describe().startswith("L-BFGS reached the mode: 1e-09 nats below it by the gradient")
+    assert "all 3 curvatures are positive (smallest 0.5)" in at_mode.describe() and "ELBO" not in at_mode.describe()
+    short = _found(mode_gap=2.36, gradient_max=0.12, iterations=20, hit_limit=True)
+    assert not short.converged and short.hint() == "try more steps"
+    assert short.describe() == ("L-BFGS stopped 2.36 nats below the mode by the gradient (max |gradient| 0.12) "
+                                "after 20 iterations (its limit, steps)")
+    stuck = _found(mode_gap=2 * MODE_NATS, stopped="ABNORMAL_TERMINATION_IN_LNSRCH")
+    assert not stuck.converged and "more steps will not help" in stuck.hint()
+    saddle = _found(negative=2, curvature_min=-0.3)
+    assert not saddle.converged and "2 of the 3 curvatures tested are negative (smallest -0.3)" in saddle.describe()
+    improper = _found(flat=1, curvature_min=0.0, flat_variables="a, b", flat_slope=RISING / 10)
+    assert not improper.converged and "flat along 1 of 3 directions, spanned by a, b" in improper.describe()
+    assert "the posterior is improper there, or the model unidentified" in improper.describe()
+    assert "proper priors on a, b" in improper.hint() and "steps" not in improper.hint()
+    funnel = _found(flat=1, flat_variables="tau_log__", flat_slope=7.0)
+    assert "no mode: it keeps rising, by 7 nats per unit, along 1 of 3 directions, spanned by tau_log__" \
+        in funnel.describe() and "non-centred" in funnel.hint()
+
+
+def test_a_record_reads_back_as_its_finding():
+    rng = np.random.default_rng(1)
+    c = convergence(-150 + np.linspace(0, 40, 10_000) + rng.normal(0, 5, 10_000))
+    for finding in (c, _found(flat=1, flat_variables="a, b"), _found()):
+        back = recorded(finding.record())
+        assert back == finding and back.describe() == finding.describe()
+    assert isinstance(recorded(_found().record()), ModeCheck) and "converged" in _found().record()
+    older = {k: v for k, v in c.record().items() if k not in ("convergence_fell", "convergence_moving")}
+    assert recorded(older).fell is False  # a field written after the record takes its default
+
+
+def test_the_summary_shows_the_optimiser_next_to_the_accuracy_verdict():
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 10)
+        pm.Normal("y", mu, 1, observed=[0.5, 1.5])
+    fit = bnn_zoo.fit(model, method="laplace")
+    assert repr(fit) == fit.summary() and fit.summary().startswith(
+        "FitResult('laplace', 1 values): optimiser converged: L-BFGS reached the mode")
+    assert "q's accuracy not measured" in fit.summary()
+    far = xr.DataTree(dataset=xr.Dataset(attrs={"q_pareto_k": 0.93, "fit_method": "laplace"}))
+    line = fit.summary(far)
+    assert "optimiser converged" in line and line.endswith(
+        "q is far from the posterior (q_pareto_k 0.93 > 0.7): its means and sds may be off")
+    close = xr.DataTree(dataset=xr.Dataset(attrs={"q_pareto_k": 0.2, "fit_method": "laplace"}))
+    assert "q passes its accuracy check (q_pareto_k 0.20 <= 0.7)" in fit.summary(close)
+    other = xr.DataTree(dataset=xr.Dataset(attrs={"q_pareto_k": 0.2, "fit_method": "advi"}))
+    with pytest.raises(ValueError, match="idata holds draws of a 'advi' fit, this is a 'laplace' one"):
+        fit.summary(other)

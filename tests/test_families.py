@@ -84,7 +84,7 @@ def test_laplace_is_exact_on_a_gaussian_posterior():
     np.testing.assert_allclose(fit.mean["w"], mean, atol=1e-5)
     np.testing.assert_allclose(fit.cov(), cov, rtol=1e-5)
     idata = bnn_zoo.sample(fit, 1000)
-    assert idata.attrs["pareto_k"] < qcheck.K_GOOD
+    assert idata.attrs["q_pareto_k"] < qcheck.K_GOOD
 
 
 def test_low_rank_laplace_keeps_the_largest_curvatures():
@@ -126,7 +126,7 @@ def test_pareto_k_flags_a_poor_q_and_reweights_a_good_one():
     model, mean, cov, _ = regression_model()
     good = bnn_zoo.fit(model, method="fullrank_advi", progressbar=False)
     idata = bnn_zoo.sample(good, 2000)
-    assert idata.attrs["pareto_k"] < qcheck.K_GOOD
+    assert idata.attrs["q_pareto_k"] < qcheck.K_GOOD
     summary = bnn_zoo.reweighted(idata)
     np.testing.assert_allclose(summary["w"].sel(stat="mean"), mean, atol=0.1 * np.sqrt(np.diag(cov)).max())
     np.testing.assert_allclose(summary["w"].sel(stat="sd"), np.sqrt(np.diag(cov)), rtol=0.1)
@@ -141,6 +141,76 @@ def test_pareto_k_flags_a_poor_q_and_reweights_a_good_one():
     with pytest.warns(qcheck.ApproximationWarning, match=r"the 'advi' fit is far from the posterior: .* try "
                                                           r"method='lowrank_advi'"):
         bad = bnn_zoo.sample(poor, 20_000)  # a few thousand draws underestimate k this far out
-    assert bad.attrs["pareto_k"] > qcheck.K_WARN
+    assert bad.attrs["q_pareto_k"] > qcheck.K_WARN
     with pytest.raises(ValueError, match="not reliable either"):
         bnn_zoo.reweighted(bad)
+
+
+# --- issue 52: the Laplace approximation's own test, its refusals, its wide and flat posteriors ------
+
+def test_laplace_tests_its_mode_not_an_elbo():
+    model, mean, cov, _ = regression_model()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bnn_zoo.ConvergenceWarning)
+        fit = bnn_zoo.fit(model, method="laplace")
+    check = fit.convergence
+    assert check.converged and check.mode_gap < 1e-6 and check.negative == check.flat == 0
+    assert check.curvature_min == pytest.approx(np.linalg.eigvalsh(np.linalg.inv(cov)).min(), rel=1e-6)
+    assert check.describe().startswith("L-BFGS reached the mode") and "ELBO" not in check.describe()
+    assert check.record()["converged"] and "convergence_mode_gap" in check.record()
+    assert np.isnan(fit.elbo_final)  # its trace is the log density along L-BFGS's path, not an ELBO
+    # Stopped short of the mode: it says so, with what to try, and warns.
+    with pytest.warns(bnn_zoo.ConvergenceWarning, match=r"the 'laplace' fit did not pass its convergence test: "
+                      r"L-BFGS stopped [0-9.]+ nats below the mode .* \(its limit, steps\); try more steps"):
+        short = bnn_zoo.fit(model, method="laplace", steps=1)
+    assert not short.convergence.converged and short.convergence.mode_gap > 0.1
+
+
+def test_laplace_refuses_the_steps_advi_refuses():
+    model, *_ = regression_model()
+    for steps in (0, -5, 1.5, True):
+        with pytest.raises(ValueError, match=r"^steps must be an integer in 1\.\.100,000,000, got") as laplace_error:
+            bnn_zoo.fit(model, method="laplace", steps=steps)
+        with pytest.raises(ValueError) as advi_error:
+            bnn_zoo.fit(model, steps=steps, progressbar=False)
+        assert str(laplace_error.value) == str(advi_error.value)
+
+
+def test_a_wide_posterior_keeps_finite_sds():
+    # sd 800: softplus's inverse used to overflow above about 709 (inf sds, NaN draws).
+    np.testing.assert_allclose(families.softplus(families.inverse_softplus(np.array([1e-8, 1.0, 800.0, 1e7]))),
+                               [1e-8, 1.0, 800.0, 1e7], rtol=1e-7)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 1e6)
+        pm.Normal("y", mu, 800, observed=[3.0])
+    fit = bnn_zoo.fit(model, method="laplace")
+    assert fit.sd["mu"] == pytest.approx((800.0**-2 + 1e-12) ** -0.5, rel=1e-5)
+    draws = bnn_zoo.sample(fit, 500)["posterior"]["mu"].values
+    assert np.isfinite(draws).all() and np.std(draws) == pytest.approx(800, rel=0.15)
+
+
+def test_laplace_names_the_flat_direction_of_an_improper_posterior():
+    with pm.Model() as model:
+        a, b = pm.Flat("a"), pm.Flat("b")
+        c = pm.Normal("c", 0, 1)
+        pm.Normal("y", a + b, 1.0, observed=[1.0, 2.0])
+        pm.Normal("z", c, 1.0, observed=[0.5])
+    with pytest.warns(bnn_zoo.ConvergenceWarning) as caught:
+        fit = bnn_zoo.fit(model, method="laplace")
+    message, = [str(w.message) for w in caught if issubclass(w.category, bnn_zoo.ConvergenceWarning)]
+    assert "flat along 1 of 3 directions, spanned by a, b" in message and "improper there, or the model " \
+        "unidentified" in message and "try proper priors on a, b" in message and "steps" not in message
+    assert fit.convergence.flat == 1 and not fit.convergence.converged
+    assert np.isfinite(fit.sd["a"]) and fit.sd["c"] == pytest.approx(0.5**0.5, rel=1e-6)
+
+
+def test_laplace_finds_no_mode_in_a_funnel():
+    rng = np.random.default_rng(0)
+    with pm.Model() as model:
+        tau = pm.HalfNormal("tau", 1)
+        theta = pm.Normal("theta", 0, tau, shape=8)
+        pm.Normal("y", theta, 1, observed=rng.normal(size=8))
+    with pytest.warns(bnn_zoo.ConvergenceWarning, match=r"no mode: it keeps rising, by [0-9.]+ nats per unit, "
+                                                        r"along 1 of 9 directions, spanned by tau_log__"):
+        fit = bnn_zoo.fit(model, method="laplace")
+    assert not fit.convergence.converged  # L-BFGS itself reported success here
