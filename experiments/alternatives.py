@@ -39,7 +39,7 @@ from bnn_zoo.experiments.alternatives_cases import (BENCHES, BENCHMARKS, METHODS
                                                     Benchmark, Spec)
 from bnn_zoo.experiments.alternatives_fits import load_draws, run_one
 from bnn_zoo.experiments.flags import Parser, UsageError, check_writable, names, nonneg_int, positive_int
-from bnn_zoo.experiments.runtime import children_ignore_sigint, keep_interrupts
+from bnn_zoo.experiments.runtime import hold_interrupts, keep_interrupts
 from bnn_zoo.experiments.store import Store
 
 __all__ = ["build_parser", "compare", "main", "specs"]
@@ -115,22 +115,23 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         A :class:`~bnn_zoo.experiments.flags.Parser`: a bad flag is one line on stderr and exit code 2.
     """
     p = Parser(prog=prog, description=__doc__.splitlines()[0])
-    p.add_argument("benchmark", choices=BENCHMARKS)
+    p.add_argument("benchmark", choices=BENCHMARKS, help="the model and data every method fits")
     p.add_argument("--methods", type=names(METHODS, "method"), default=None,
                    help=f"comma-separated, from {', '.join(METHODS)} (default: all the benchmark runs)")
     p.add_argument("--cases", type=str, default=None,
                    help="toy: the data set (moons or circles; default moons); regression: tasks from "
                         f"{', '.join(REGRESSION_TASKS)} (default all)")
-    p.add_argument("--noise", type=float, default=0.2, help="toy: the data's noise (default 0.2)")
-    p.add_argument("--seed", type=nonneg_int, default=0)
-    p.add_argument("--epochs", type=positive_int, default=10, help="mnist: epochs of every method (default 10)")
+    p.add_argument("--noise", type=float, default=0.2, help="toy: the data's noise")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="the data's and every method's seed")
+    p.add_argument("--epochs", type=positive_int, default=10, help="mnist: epochs of every method")
     p.add_argument("--limit-train", type=positive_int, default=None, help="mnist: use the first N training images")
     p.add_argument("--data-dir", default=None, help="mnist: folder of the IDX files (default $MNIST_DIR or a download)")
     p.add_argument("--quick", action="store_true", help="tiny data and few steps (what the tests run)")
     p.add_argument("--processes", type=int, choices=(0, 1), default=1,
-                   help="1 (default): each method in a fresh process, for its own time and memory; 0: here")
-    p.add_argument("--out", type=Path, default=Path("results/alternatives"))
-    p.add_argument("--figures", type=Path, default=Path("figures/alternatives"))
+                   help="1: each method in a fresh process, for its own time and memory; 0: all here")
+    p.add_argument("--out", type=Path, default=Path("results/alternatives"),
+                   help="the store of records and draws (rerun to go on)")
+    p.add_argument("--figures", type=Path, default=Path("figures/alternatives"), help="figures folder")
     return p
 
 
@@ -238,11 +239,11 @@ def _run(spec: Spec, method: str, out: Path, processes: int) -> dict:
         return run_one(spec, method, str(out))
     ctx = multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
-    with children_ignore_sigint():
-        child = ctx.Process(target=_child, args=(send, spec, method, str(out)))
-        child.start()
-    send.close()
+    child = ctx.Process(target=_child, args=(send, spec, method, str(out)))
     try:
+        with hold_interrupts(spawn=True):  # a Ctrl-C meanwhile is raised at its end: the child is ended below
+            child.start()
+        send.close()
         record, failure = receive.recv()
     except EOFError:  # it died without a word (a signal, the memory killer)
         child.join()
@@ -252,7 +253,8 @@ def _run(spec: Spec, method: str, out: Path, processes: int) -> dict:
         receive.close()
         if child.is_alive():  # interrupted: its record and draws are written atomically, or not at all
             child.terminate()
-        child.join()
+        if child.pid is not None:
+            child.join()
     if failure is not None:
         raise RuntimeError(f"{method} failed in its process:\n{failure}")
     return record

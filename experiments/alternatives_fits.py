@@ -3,7 +3,7 @@
 :func:`run_one` fits a method (:func:`posterior`; MC dropout its own
 network), predicts at the case's input sets (:func:`predictions`) and
 stores the predictive draws and a record with the seconds and the peak
-memory (:func:`~bnn_zoo.experiments.runtime.peak_rss_mb`) in the
+memory (:func:`~bnn_zoo.experiments.resources.peak_rss_mb`) in the
 :class:`~bnn_zoo.experiments.store.Store`; :func:`load_draws` reads the
 draws back.
 """
@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from bnn_zoo.experiments.alternatives_cases import BENCHES, MNIST, Benchmark, Spec
-from bnn_zoo.experiments.runtime import add_xla_flag, peak_rss_mb, worker_xla_flags
+from bnn_zoo.experiments.resources import peak_rss_mb
+from bnn_zoo.experiments.runtime import add_xla_flag, worker_xla_flags
 from bnn_zoo.experiments.store import Store
 
 __all__ = ["load_draws", "posterior", "predictions", "run_one"]

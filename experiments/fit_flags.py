@@ -19,7 +19,7 @@ from bnn_zoo.experiments.flags import (HelpFormatter, Parser, fraction, nonneg_i
                                        unit_interval)
 from bnn_zoo.inference import optim
 from bnn_zoo.inference.estimators import ESTIMATORS
-from bnn_zoo.inference.families import METHODS
+from bnn_zoo.inference.methods import METHODS
 
 __all__ = ["add_fit_arguments", "build_parser", "fit_settings"]
 
@@ -42,7 +42,8 @@ def add_fit_arguments(p: argparse.ArgumentParser, exp: Experiment) -> None:
     d = {f.name: f.default for f in dataclasses.fields(RunConfig)} | exp.defaults
     g = p.add_argument_group("fit")
     g.add_argument("--method", choices=METHODS, default=d["method"],
-                   help="mean-field or full-rank Gaussian approximation")
+                   help="q: a mean-field, low-rank or full-rank Gaussian fitted by ADVI, or the Laplace "
+                   "approximation at the mode (docs/user_guide/families.md)")
     if exp.minibatches:
         g.add_argument("--epochs", type=positive_int, default=d["epochs"],
                        help="passes over the training set (each N // batch-size steps)")
@@ -52,7 +53,7 @@ def add_fit_arguments(p: argparse.ArgumentParser, exp: Experiment) -> None:
                        "2^(M-i)/(2^M-1)")
         g.add_argument("--lr-decay-epochs", type=_epochs, default=d["lr_decay_epochs"],
                        metavar="E[,E...]", help="multiply the learning rate by --lr-decay-factor "
-                       "after each of these epochs (default: none)")
+                       "after each of these epochs")
         g.add_argument("--lr-decay-factor", type=positive_float, default=d["lr_decay_factor"],
                        help="factor of each learning-rate decay")
     else:
@@ -74,8 +75,10 @@ def add_fit_arguments(p: argparse.ArgumentParser, exp: Experiment) -> None:
                    "per-example noise in the dense layers (local reparameterisation, Flipout; "
                    "mean-field only)")
     g.add_argument("--path-derivative", action="store_true",
-                   help="the 'sticking the landing' gradient of the entropy term (also in the "
-                   "full-rank phase of --method fullrank_advi, which without it uses the plain gradient)")
+                   help="the 'sticking the landing' gradient of the entropy term, in the mean-field fit and the "
+                   "full-rank phase of --method fullrank_advi alike. Without it both use the standard gradient; "
+                   "bnn_zoo.fit's default (ELBO(path_derivative=None)) uses this one in the full-rank phase, but "
+                   "the commands keep the standard one, with which docs/reproductions.md measures their full-rank fits")
     g.add_argument("--fullrank-lr", type=positive_float, default=d["fullrank_lr"],
                    help="with --method fullrank_advi: the learning rate of the full-rank fit, which "
                    "starts from a mean-field fit made with --lr (same schedule and steps each)")

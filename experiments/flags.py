@@ -2,7 +2,7 @@
 
 Every command of ``bnn-zoo`` parses its flags with these: :class:`Parser` and
 :class:`HelpFormatter` (an error is one line and exit code 2; ``--help``
-shows the defaults), the ``type=`` checkers that turn a flag's text into a
+shows the defaults as they are typed), the ``type=`` checkers that turn a flag's text into a
 checked value (:func:`positive_int`, :func:`n_train`, :func:`fraction`,
 :func:`names`, :func:`int_list`, ...), and :class:`UsageError` with
 :func:`check_writable` for what can only be checked after parsing.
@@ -43,8 +43,8 @@ class Parser(argparse.ArgumentParser):
         The text ``--help`` shows after the arguments.
     parents : list of argparse.ArgumentParser, default []
         Parsers whose arguments this one takes too.
-    formatter_class : type, default argparse.HelpFormatter
-        The help's formatter; the experiments pass :class:`HelpFormatter`.
+    formatter_class : type, default HelpFormatter
+        The help's formatter (:class:`HelpFormatter`: each flag's default).
     prefix_chars : str, default "-"
         The characters that start an optional argument.
     fromfile_prefix_chars : str, optional
@@ -64,18 +64,24 @@ class Parser(argparse.ArgumentParser):
         instead of raising ``argparse.ArgumentError``.
     """
 
+    def __init__(self, *args, formatter_class=None, **kwargs):
+        super().__init__(*args, formatter_class=formatter_class or HelpFormatter, **kwargs)
+
     def error(self, message):
         """Print ``"<prog>: error: <message>"`` on stderr and exit with code 2."""
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows defaults, except ``None`` ones (their help says what happens).
+class HelpFormatter(argparse.HelpFormatter):
+    """Appends each flag's default to its help, as the user would type it.
 
-    ``argparse.ArgumentDefaultsHelpFormatter``, which appends
-    ``(default: ...)`` to each argument's help, but not where the default is
-    ``None``. Passed as a :class:`Parser`'s ``formatter_class``, which
-    makes it; the parameters are argparse's.
+    ``(default: 5,5)`` for a comma-separated list (``(default: 32 32)`` for
+    a flag that takes several words), ``(default: none)`` for an empty one.
+    Nothing is appended where the default is ``None`` (the help says what
+    happens), for a flag that takes no value (``--float32``) or a positional
+    argument, or where the help already names its default. A
+    :class:`Parser`'s default ``formatter_class``, which makes it; the
+    parameters are argparse's.
 
     Parameters
     ----------
@@ -90,7 +96,14 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """
 
     def _get_help_string(self, action):
-        return action.help if action.default is None else super()._get_help_string(action)
+        text, default = action.help or "", action.default
+        if (default is None or default is argparse.SUPPRESS or action.nargs == 0 or not action.option_strings
+                or "(default" in text):
+            return text
+        if isinstance(default, (list, tuple)):
+            words = action.nargs in ("+", "*") or isinstance(action.nargs, int)
+            default = (" " if words else ",").join(map(str, default)) or "none"
+        return f"{text} (default: {str(default).replace('%', '%%')})".lstrip()
 
 
 def _number(kind, text):

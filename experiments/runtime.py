@@ -1,43 +1,36 @@
-"""Where the experiments' work runs: worker processes, XLA's flags, locks, a Dask cluster.
+"""Where the experiments' work runs: worker processes, interrupts, XLA's flags.
 
 - :func:`run_many`: groups of runs in forked worker processes, each on a
   core of its own, with single-threaded XLA;
-- :func:`children_ignore_sigint`: worker processes that leave Ctrl-C to this
-  one, which shuts them down and prints one line; :func:`keep_interrupts`:
+- :func:`hold_interrupts`: a Ctrl-C held until a block ends (the engine's
+  import; worker processes started inside never see it, and leave it to this
+  one, which shuts them down and prints one line); :func:`keep_interrupts`:
   no Ctrl-C lost where Python cannot raise it;
 - :func:`add_xla_flag`, :func:`xla_flags` and :func:`worker_xla_flags`: XLA
   flags that keep the user's own; :func:`jaxlib_at_least` for flags that
   only newer jaxlib knows; :func:`use_compilation_cache`, JAX's programs kept
   on disk;
-- :func:`run_lock`: one command at a time into a run folder or store;
-- :func:`cluster` and :class:`progress`: a job's Dask client and its
-  progress bar (``bnn-zoo sweep`` and ``bnn-zoo uci``);
-- :func:`peak_rss_mb`: this process's peak memory.
+
+:mod:`~bnn_zoo.experiments.resources` holds what a command holds while it
+runs: run locks, a Dask cluster, a progress bar, peak memory.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import importlib.metadata
 import multiprocessing as mp
 import os
 import re
-import resource
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from bnn_zoo.experiments.flags import UsageError
 
-__all__ = ["add_xla_flag", "children_ignore_sigint", "cluster", "jaxlib_at_least", "keep_interrupts",
-           "peak_rss_mb", "progress", "run_lock", "run_many", "use_compilation_cache", "worker_xla_flags", "xla_flags"]
+__all__ = ["add_xla_flag", "hold_interrupts", "jaxlib_at_least", "keep_interrupts", "run_many",
+           "small_program_xla_flags", "use_compilation_cache", "worker_xla_flags", "xla_flags"]
 
 
 # --- worker processes -----------------------------------------------------------
@@ -86,20 +79,16 @@ def run_many(task: Callable[[list], list], groups: list[list], jobs: int, report
 class _Serial:
     """What :func:`run_many` uses of a process pool, in this process."""
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
     def imap(self, fn, items):
         return map(fn, items)
 
 
+@contextlib.contextmanager
 def _pool(jobs: int):
-    """``jobs`` worker processes, each on a core of its own where there are enough."""
+    """``jobs`` worker processes, each on a core of its own where there are enough; terminated at the end."""
     if jobs == 1:
-        return _Serial()
+        yield _Serial()
+        return
     # Fork: the workers start with everything imported. Nothing in this process
     # has started JAX's backend yet, so there is no JAX state to copy.
     ctx = mp.get_context("fork")
@@ -107,32 +96,64 @@ def _pool(jobs: int):
     queue = ctx.SimpleQueue()
     for i in range(jobs):
         queue.put(cores[i] if jobs <= len(cores) else None)
-    with children_ignore_sigint():
-        return ctx.Pool(jobs, initializer=_worker_init, initargs=(queue,))
+    with contextlib.ExitStack() as stack:
+        with hold_interrupts():  # a Ctrl-C meanwhile is raised at its end, and the pool terminated
+            pool = stack.enter_context(ctx.Pool(jobs, initializer=_worker_init, initargs=(queue,)))
+        yield pool
 
 
 @contextlib.contextmanager
-def children_ignore_sigint():
-    """Start worker processes inside this block: they ignore SIGINT, and this process handles it.
+def hold_interrupts(spawn: bool = False):
+    """While the block runs, a Ctrl-C waits: it is raised as ``KeyboardInterrupt`` when the block ends.
 
-    Ctrl-C sends SIGINT to every process of the terminal's foreground group,
-    workers included; a worker that raised ``KeyboardInterrupt`` would print
-    its own traceback. A process inherits an ignored SIGINT through ``fork``
-    and ``exec``, and Python then leaves it ignored, so the workers started
-    here never see Ctrl-C: this process gets it alone, shuts them down
-    (a pool's ``terminate``, a cluster's ``close``) and prints the one line.
-    This process ignores SIGINT too while the block runs (a Ctrl-C then is
-    lost), so the block holds only the workers' start. Outside the main
-    thread, where Python cannot change a signal's handler, it does nothing.
+    SIGINT is blocked in this thread, and one that another thread receives
+    is noted, not raised, so a Ctrl-C meanwhile is raised as the block ends,
+    by the handler there was before. Threads and processes started inside
+    inherit the blocked signal (through ``fork`` and ``exec``) and keep it:
+    they never see Ctrl-C. Two uses:
+
+    - the engine's import (:func:`bnn_zoo.cli.main`): a ``KeyboardInterrupt``
+      raised inside it can leave a module half-imported, be turned into an
+      ``ImportError`` by a C extension's initialisation, or abort the process;
+    - the start of worker processes (a pool, a Dask cluster): Ctrl-C sends
+      SIGINT to every process of the terminal's foreground group, and a
+      worker that raised ``KeyboardInterrupt`` would print its own
+      traceback. Started here, the workers leave Ctrl-C to this process,
+      which shuts them down (a pool's ``terminate``, a cluster's ``close``)
+      and prints the one line; the caller makes sure that the interrupt
+      raised at the block's end does so.
+
+    Outside the main thread, where Python raises no ``KeyboardInterrupt``,
+    it does nothing.
+
+    Parameters
+    ----------
+    spawn : bool, default False
+        Processes started inside are spawned (``exec``): multiprocessing's
+        resource tracker is started first, since its start unblocks SIGINT
+        in the thread that starts it, and every process that thread spawns
+        would see Ctrl-C.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if spawn:
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+    noted = []
+    handler = signal.getsignal(signal.SIGINT)
+    if handler not in (signal.SIG_IGN, None):
+        signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if handler not in (signal.SIG_IGN, None):
+            signal.signal(signal.SIGINT, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a pending Ctrl-C is raised here
+        if noted:
+            signal.raise_signal(signal.SIGINT)
 
 
 @contextlib.contextmanager
@@ -143,8 +164,9 @@ def keep_interrupts():
     collector's callback (JAX runs one at every collection) or a ``__del__``,
     is printed as "Exception ignored in ..." and lost: the command runs on.
     Here it is not printed, and SIGALRM raises it again 10 ms later, where
-    the main thread is then (again if that too drops it). In the main thread
-    only; elsewhere it does nothing.
+    the main thread is then (again if that too drops it), or as the block
+    ends, if that is sooner. In the main thread only; elsewhere it does
+    nothing.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -164,13 +186,16 @@ def keep_interrupts():
 
     previous_hook, previous_alarm = sys.unraisablehook, signal.signal(signal.SIGALRM, again)
     sys.unraisablehook = hook
+    pending = False
     try:
         yield
     finally:
         if armed:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            pending = signal.setitimer(signal.ITIMER_REAL, 0)[0] > 0  # the block ended before the alarm
         signal.signal(signal.SIGALRM, previous_alarm)
         sys.unraisablehook = previous_hook
+    if pending:
+        raise KeyboardInterrupt
 
 
 def _worker_init(cores) -> None:
@@ -232,7 +257,7 @@ def use_compilation_cache() -> None:
     """
     import jax
 
-    from bnn_zoo.data import user_cache
+    from bnn_zoo.cache import user_cache
 
     if jax.config.jax_compilation_cache_dir is None:
         jax.config.update("jax_compilation_cache_dir", str(user_cache() / "jax"))
@@ -277,174 +302,20 @@ def worker_xla_flags() -> list[str]:
     list of str
         The flags, for ``XLA_FLAGS``.
     """
-    from bnn_zoo.experiments import toy_priors
-
-    return ["--xla_cpu_multi_thread_eigen=false", *toy_priors.experiment().xla_flags]
+    return ["--xla_cpu_multi_thread_eigen=false", *small_program_xla_flags()]
 
 
-# --- locks, Dask and progress ----------------------------------------------------
+def small_program_xla_flags() -> tuple[str, ...]:
+    """XLA flags for the toy networks' small batched programs (the toy experiment's and the sweep's).
 
-
-@contextlib.contextmanager
-def run_lock(run_dir: Path):
-    """Hold a lock on a run folder (or a store) while a command writes it: a second command
-    into the same folder, at the same time, is refused instead of overwriting this one's files.
-
-    The lock files live outside ``--out`` (in the system's temporary folder,
-    named by a hash of the folder's absolute path), so a refused or failed run
-    leaves nothing behind there; each is removed when its run ends.
-
-    Parameters
-    ----------
-    run_dir : pathlib.Path
-        The folder to hold.
-
-    Raises
-    ------
-    UsageError
-        If another process holds it.
-    """
-    folder = Path(tempfile.gettempdir()) / f"bnn-zoo-locks-{os.getuid()}"
-    folder.mkdir(exist_ok=True)
-    path = folder / f"{hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:24]}.lock"
-    while True:
-        handle = open(path, "a")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            raise UsageError(f"another run is writing {run_dir} right now") from None
-        try:  # the holder before us may have removed the file we opened: then lock the new one
-            if os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino:
-                break
-        except FileNotFoundError:
-            pass
-        handle.close()
-    try:
-        yield
-    finally:
-        path.unlink(missing_ok=True)  # removed while held, so no one locks a file that is gone
-        handle.close()
-
-
-def cluster(args):
-    """A Dask client for a job's tasks, or ``None`` to run them in this process.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        ``scheduler`` (a running scheduler's address, or ``None``) and ``workers``
-        (the processes of a ``LocalCluster`` started here, with :func:`worker_xla_flags`; 1 and
-        no scheduler: none).
+    XLA's YNNPACK fusions (a CPU-backend flag) run the small batched
+    products over draws slower than XLA's own loops, so they are turned off
+    (docs/benchmarks.md, "Design choices"). Older jaxlib lacks the flag, and
+    XLA aborts on a flag it does not know: none there.
 
     Returns
     -------
-    tuple of (dask.distributed.Client or None, callable)
-        The client, and the function that closes it and its cluster.
+    tuple of str
+        The flags, for ``XLA_FLAGS``.
     """
-    if args.scheduler is None and args.workers == 1:
-        return None, lambda: None
-    from dask.distributed import Client, LocalCluster
-
-    if args.scheduler is not None:
-        client = Client(args.scheduler)
-        return client, client.close
-    import logging
-
-    import dask
-
-    # Shutting workers down that hold JAX's threads takes a few seconds: not worth a warning.
-    logging.getLogger("distributed.nanny").setLevel(logging.ERROR)
-    with xla_flags(worker_xla_flags()), children_ignore_sigint():
-        scratch = tempfile.mkdtemp(prefix="bnn-zoo-dask-")  # the workers' folder, removed with them
-        with dask.config.set({"temporary-directory": scratch}):
-            cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                                   dashboard_address=":0", local_directory=scratch)  # any free port
-    client = Client(cluster)
-    client.run(_quiet_worker_close)
-
-    def close():
-        client.close()
-        cluster.close()
-        shutil.rmtree(scratch, ignore_errors=True)
-
-    return client, close
-
-
-def _quiet_worker_close() -> None:
-    # A worker closed while it runs a task (after Ctrl-C) warns of each task it drops; the
-    # interrupt's own line says it all. The logger warns of nothing else.
-    import logging
-
-    logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
-
-
-class progress:
-    """Fits done / total with the estimated time left, on stderr: a context manager that gives
-    the function advancing it by a number of fits.
-
-    Parameters
-    ----------
-    total : int
-        The fits to make.
-    show : bool
-        Show the bar (``False``: the function does nothing visible).
-    """
-
-    def __init__(self, total: int, show: bool):
-        self.total, self.show = total, show
-
-    def __enter__(self):
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                   TimeRemainingColumn)
-        from rich.console import Console
-
-        self.bar = Progress(TextColumn("fits"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                            TextColumn("left"), TimeRemainingColumn(), console=Console(stderr=True),
-                            disable=not self.show)
-        self.bar.start()
-        self.task = self.bar.add_task("sweep", total=self.total)
-        return lambda n: self.bar.advance(self.task, n)
-
-    def __exit__(self, *exc):
-        self.bar.stop()
-
-
-# --- memory --------------------------------------------------------------------
-
-
-_peak_seen = 0.0  # MB: the largest reading so far in this process
-
-
-def peak_rss_mb() -> float:
-    """This process's own peak resident memory so far, in MB (never less than an earlier reading).
-
-    Returns
-    -------
-    float
-        The peak, in MB.
-
-    Notes
-    -----
-    On Linux, ``VmHWM`` of ``/proc/self/status``. Not ``ru_maxrss``: Linux
-    carries a process's peak across fork and exec into its children, so a
-    spawned worker's ``ru_maxrss`` is at least its parent's peak. ``VmHWM``
-    itself can read a few kB lower than before (the kernel updates its
-    high-water mark when memory is unmapped, not when pages are released in
-    place), so the reading is the largest seen.
-    """
-    global _peak_seen
-    _peak_seen = max(_peak_seen, _read_peak_rss_mb())
-    return _peak_seen
-
-
-def _read_peak_rss_mb() -> float:
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024  # kB
-    except OSError:
-        pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB elsewhere
+    return ("--xla_cpu_experimental_ynn_fusion_type=",) if jaxlib_at_least(0, 10) else ()

@@ -53,7 +53,8 @@ from pathlib import Path
 from bnn_zoo.experiments import toy_priors as toy
 from bnn_zoo.experiments.flags import (HelpFormatter, Parser, UsageError, check_writable, int_list, n_train, names,
                                        nonneg_int, positive_float, positive_int, unit_interval)
-from bnn_zoo.experiments.runtime import (cluster, keep_interrupts, progress, run_lock, use_compilation_cache,
+from bnn_zoo.experiments.resources import cluster, progress, run_lock
+from bnn_zoo.experiments.runtime import (keep_interrupts, use_compilation_cache,
                                          worker_xla_flags, xla_flags)
 from bnn_zoo.experiments.store import Store
 from bnn_zoo.experiments.sweep_fits import bayes_task, fit_task
@@ -188,19 +189,25 @@ def build_parser(prog: str = "bnn-zoo sweep") -> argparse.ArgumentParser:
     p.add_argument("--all-priors", action="store_true",
                    help=f"the 16 pairs of {', '.join(toy.GRID_PRIORS)} x every hyperprior")
     p.add_argument("--seeds", type=positive_int, default=3, help="seeds 0..N-1 (data, test points and fit)")
-    p.add_argument("--steps", type=_list(positive_int, "--steps"), default=[toy.DEFAULTS["steps"]])
-    p.add_argument("--lr", type=_list(positive_float, "--lr"), default=[toy.DEFAULTS["lr"]])
-    p.add_argument("--n-train", type=_list(n_train, "--n-train"), default=[700])
-    p.add_argument("--restarts", type=_list(positive_int, "--restarts"), default=[toy.DEFAULTS["restarts"]])
+    p.add_argument("--steps", type=_list(positive_int, "--steps"), default=[toy.DEFAULTS["steps"]],
+                   help="ADVI steps per fit, e.g. 2000,10000")
+    p.add_argument("--lr", type=_list(positive_float, "--lr"), default=[toy.DEFAULTS["lr"]],
+                   help="initial learning rates, e.g. 0.01,0.05")
+    p.add_argument("--n-train", type=_list(n_train, "--n-train"), default=[700],
+                   help="training-set sizes, e.g. 100,700")
+    p.add_argument("--restarts", type=_list(positive_int, "--restarts"), default=[toy.DEFAULTS["restarts"]],
+                   help="fits from other initial means per fit, of which the best runs on, e.g. 1,6")
     p.add_argument("--pick-at", type=_list(unit_interval, "--pick-at"), default=[toy.DEFAULTS["pick_at"]],
                    help="the share of the steps after which each fit's best restart runs on alone "
                    "(0: all run to the end)")
-    p.add_argument("--init-std", type=_list(positive_float, "--init-std"), default=[toy.DEFAULTS["init_std"]])
+    p.add_argument("--init-std", type=_list(positive_float, "--init-std"), default=[toy.DEFAULTS["init_std"]],
+                   help="initial posterior stds of every parameter, e.g. 0.01,0.1")
     p.add_argument("--init-offset", type=nonneg_int, default=0,
                    help="start seed s's restarts from the initial means of seeds s+N, s+N+1, ... "
                    "(other initialisations for the same data)")
     p.add_argument("--n-test", type=positive_int, default=10_000, help="fresh test points per data set")
-    p.add_argument("--draws", type=positive_int, default=toy.DEFAULTS["draws"])
+    p.add_argument("--draws", type=positive_int, default=toy.DEFAULTS["draws"],
+                   help="posterior draws per fit, for predictions and PSIS-LOO")
     p.add_argument("--hidden", type=int_list, default=(5, 5), help="hidden layer sizes, e.g. 5,5")
     p.add_argument("--float32", action="store_true", help="fit and evaluate in single precision")
     p.add_argument("--kfold", type=nonneg_int, default=0,
@@ -212,7 +219,7 @@ def build_parser(prog: str = "bnn-zoo sweep") -> argparse.ArgumentParser:
     p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786")
     p.add_argument("--fits-per-task", type=positive_int, default=300,
                    help="fits (restarts counted) vmapped together in one task")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return p
 
 

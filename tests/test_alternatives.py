@@ -11,7 +11,7 @@ from bnn_zoo.data import mnist as mnist_data
 from bnn_zoo.data import regression, shift, toy
 from bnn_zoo.evaluation import metrics
 from bnn_zoo.experiments import alternatives as bench
-from bnn_zoo.experiments import alternatives_cases, runtime
+from bnn_zoo.experiments import alternatives_cases, resources
 from bnn_zoo.inference import baselines as alt
 from bnn_zoo.inference import dropout, iterates
 from bnn_zoo.models.linear import correlated_design, linear_posterior, linear_regression
@@ -189,10 +189,10 @@ def test_a_spawned_method_reports_its_own_peak_memory_not_its_parents():
 
     big = np.ones(50_000_000)  # 400 MB, touched
     del big
-    parent = runtime.peak_rss_mb()
+    parent = resources.peak_rss_mb()
     assert parent > 400
     with multiprocessing.get_context("spawn").Pool(1) as pool:
-        child = pool.apply(runtime.peak_rss_mb)
+        child = pool.apply(resources.peak_rss_mb)
     assert 0 < child < 200
 
 

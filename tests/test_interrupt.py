@@ -134,3 +134,91 @@ def test_a_ctrl_c_that_python_drops_is_raised_again(capsys):
     assert capsys.readouterr().err == ""
     assert signal.getsignal(signal.SIGALRM) is alarm and sys.unraisablehook is hook  # put back as they were
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+#: Ctrl-C as the engine loads, at a module that the import of the toy experiment reaches: inside
+#: jaxlib's C extension initialisation (which aborted the process), and inside jax's own import
+#: (which left ``jax`` without ``random``: "cannot import name 'loo' from 'bnn_zoo'").
+TRIP = """
+import os, signal, sys
+class Trip:  # Ctrl-C, as the import reaches one module
+    tripped = False
+    def find_spec(self, name, path=None, target=None):
+        if name == sys.argv[1] and not Trip.tripped:
+            Trip.tripped = True
+            os.kill(os.getpid(), signal.SIGINT)
+sys.meta_path.insert(0, Trip())
+from bnn_zoo.cli import main
+code = main(["moons", "--steps", "200", "--restarts", "1", "--draws", "30", "--no-progress"])
+assert Trip.tripped, "the import no longer reaches " + sys.argv[1]
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("module", ["jaxlib._hlo", "jax._src.random"])
+def test_ctrl_c_while_the_engine_loads(tmp_path, module):
+    proc = subprocess.run([sys.executable, "-c", TRIP, module], capture_output=True, text=True,
+                          env=command_env(), cwd=tmp_path, timeout=300)
+    assert (proc.returncode, proc.stderr.splitlines()) == (130, ["bnn-zoo moons: interrupted"]), proc.stderr[-2000:]
+    assert not (tmp_path / "results").exists()  # held until the engine loaded, then raised: nothing fitted
+
+
+def test_a_ctrl_c_while_workers_start_is_held_not_lost():
+    """hold_interrupts: a Ctrl-C inside the block is raised as it ends; a process started inside
+    never sees one."""
+    from bnn_zoo.experiments.runtime import hold_interrupts
+
+    import multiprocessing
+
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with hold_interrupts(spawn=True):
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2); print('done')"],
+                                     stdout=subprocess.PIPE, text=True)
+            spawned = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(2,))
+            spawned.start()
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)
+            reached.append(True)  # not raised inside the block
+    os.kill(child.pid, signal.SIGINT)
+    os.kill(spawned.pid, signal.SIGINT)
+    spawned.join(30)
+    assert reached and child.communicate(timeout=30) == ("done\n", None) and child.returncode == 0
+    assert spawned.exitcode == 0
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # unblocked again
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_ctrl_c_dropped_just_before_the_block_ends_is_raised_at_its_end():
+    """keep_interrupts: a KeyboardInterrupt that Python drops as the block ends, before the alarm
+    that raises it again, is raised as the block ends."""
+    import gc
+
+    from bnn_zoo.experiments.runtime import keep_interrupts
+
+    def callback(phase, info):
+        if phase == "start":
+            raise KeyboardInterrupt
+
+    gc.callbacks.append(callback)
+    try:
+        with pytest.raises(KeyboardInterrupt), keep_interrupts():
+            gc.collect()
+            gc.callbacks.remove(callback)
+    finally:
+        if callback in gc.callbacks:
+            gc.callbacks.remove(callback)
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_failed_engine_load_is_not_reported_as_a_missing_name(tmp_path):
+    """``from bnn_zoo import loo`` with a Ctrl-C in jax's import, as the toy experiment imports (arviz
+    first, whose import of jax drops it): the error says that the engine failed to load, and why,
+    not "cannot import name 'loo'"."""
+    script = TRIP.split("from bnn_zoo.cli")[0] + "import arviz\nfrom bnn_zoo import loo\n"
+    proc = subprocess.run([sys.executable, "-c", script, "jax._src.random"], capture_output=True, text=True,
+                          env=command_env(), cwd=tmp_path, timeout=300)
+    last = proc.stderr.splitlines()[-1]
+    assert proc.returncode != 0 and "cannot import name" not in proc.stderr, proc.stderr[-2000:]
+    assert last == "KeyboardInterrupt" or last.startswith(
+        "ImportError: bnn_zoo.loo: the engine (bnn_zoo.inference) failed to load: "), proc.stderr[-2000:]

@@ -1,38 +1,75 @@
 """``bnn-zoo <command> [flags]``: every experiment, the prior sweep and its report behind one command.
 
 Each command is the ``main`` of a module of :mod:`bnn_zoo.experiments`
-(:data:`EXPERIMENTS`, :data:`TOOLS`), imported only when run, so that
-``bnn-zoo --help`` and a mistyped command answer without loading the
-engine. ``bnn-zoo <command> --help`` lists the command's flags.
+(:data:`EXPERIMENTS`, :data:`TOOLS`, which also hold the line ``bnn-zoo
+--help`` shows for it), imported only when run, so that ``bnn-zoo --help``
+and a mistyped command answer without loading the engine. ``bnn-zoo
+<command> --help`` lists the command's flags.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+from typing import NamedTuple
 
-__all__ = ["EXPERIMENTS", "TOOLS", "main"]
+__all__ = ["EXPERIMENTS", "TOOLS", "Command", "main"]
 
-#: The experiments: command -> module of :mod:`bnn_zoo.experiments` (each has ``main(argv, prog)``).
+
+class Command(NamedTuple):
+    """A command of ``bnn-zoo``: the module that runs it and what it does, in one line.
+
+    Parameters
+    ----------
+    module : str
+        The module of :mod:`bnn_zoo.experiments` whose ``main(argv, prog)`` runs it.
+    summary : str
+        What it does, as ``bnn-zoo --help`` lists it.
+    """
+
+    module: str
+    summary: str
+
+
+#: The experiments, command -> :class:`Command`. ``moons`` and ``circles`` run the toy
+#: experiment on that data set alone (``main(argv, prog, dataset)``).
 EXPERIMENTS = {
-    "moons": "moons",
-    "circles": "circles",
-    "toy": "toy_priors",
-    "regression": "regression",
-    "mnist-cnn": "mnist_cnn",
-    "mnist-bbb": "mnist_bbb",
-    "uci": "uci",
+    "moons": Command("toy_priors", "the toy prior study: a hierarchical BNN on the moons data, one prior pair "
+                                   "or all"),
+    "circles": Command("toy_priors", "the same on the circles data"),
+    "toy": Command("toy_priors", "the same on several data sets in one command (--datasets)"),
+    "regression": Command("regression", "1-D regression and its uncertainty away from the data, over KL weights"),
+    "mnist-cnn": Command("mnist_cnn", "Zharikov et al.'s Bayesian CNN on MNIST by minibatch ADVI"),
+    "mnist-bbb": Command("mnist_bbb", "Bayes by Backprop on MNIST MLPs, and pruning by signal-to-noise"),
+    "uci": Command("uci", "the UCI regression benchmark: nine data sets, six methods, one table (Dask)"),
 }
-#: The tools: command -> module of :mod:`bnn_zoo.experiments` (the prior sweep, its report, and the
-#: comparison with other methods).
-TOOLS = {"sweep": "sweep", "report": "report", "alternatives": "alternatives"}
+#: The tools, command -> :class:`Command`: the prior sweep, its report, and the comparison with
+#: other methods.
+TOOLS = {
+    "sweep": Command("sweep", "prior sweeps: many toy fits, vectorised and resumable, on Dask"),
+    "report": Command("report", "a sweep's paired comparisons, figures and verdict (bnn-zoo report SWEEP_DIR)"),
+    "alternatives": Command("alternatives", "ADVI against NUTS, SGLD, deep ensembles, SWAG and MC dropout"),
+}
+
+
+def _help(usage: str) -> str:
+    width = max(map(len, {**EXPERIMENTS, **TOOLS})) + 2
+    sections = [usage]
+    for title, commands in (("experiments", EXPERIMENTS), ("tools", TOOLS)):
+        lines = [f"  {name:<{width}}{command.summary}" for name, command in commands.items()]
+        sections.append("\n".join([f"{title}:", *lines]))
+    return "\n\n".join(sections)
 
 
 def main(argv=None) -> int:
     """Run ``bnn-zoo <command> [flags]``: the console script's entry point.
 
     ``moons`` and ``circles`` run the toy experiment on that data set;
-    every other command runs its module's ``main``.
+    every other command runs its module's ``main``. A Ctrl-C while the
+    command's module loads is held until it has loaded (a
+    ``KeyboardInterrupt`` inside the engine's import can leave a module
+    half-imported, or abort the process); one anywhere, one line and exit
+    code 130.
 
     Parameters
     ----------
@@ -42,39 +79,47 @@ def main(argv=None) -> int:
     Returns
     -------
     int
-        The exit code: the command's own; 0 for ``--help``; 2 for no
-        command (after printing the usage) or an unknown one (with an error
-        on stderr).
+        The exit code: the command's own; 0 for ``--help`` (the commands,
+        each with a line of what it does); 2 for no command or an unknown
+        one (a line on stderr); 130 on an interrupt.
 
     Examples
     --------
     >>> from bnn_zoo.cli import main
     >>> main(["--help"])
     usage: bnn-zoo {moons,circles,toy,regression,mnist-cnn,mnist-bbb,uci,sweep,report,alternatives} [flags]   (bnn-zoo <command> --help)
+    <BLANKLINE>
+    experiments:
+      moons         the toy prior study: a hierarchical BNN on the moons data, one prior pair or all
+    ...
     0
-    >>> code = main(["moons", "--noise", "0.3", "--no-progress"])   # as ``bnn-zoo moons --noise 0.3``
+    >>> main(["moon"])   # a command it does not know: one line on stderr, exit code 2
+    2
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     commands = {**EXPERIMENTS, **TOOLS}
     usage = f"usage: bnn-zoo {{{','.join(commands)}}} [flags]   (bnn-zoo <command> --help)"
-    if not argv or argv[0] in ("-h", "--help"):
-        print(usage)
-        return 0 if argv else 2
-    name, rest = argv[0], argv[1:]
-    if name not in commands:
-        print(f"bnn-zoo: error: unknown command {name!r}; valid: {', '.join(commands)}",
+    if argv and argv[0] in ("-h", "--help"):
+        print(_help(usage))
+        return 0
+    if not argv or argv[0] not in commands:
+        problem = f"unknown command {argv[0]!r}" if argv else "no command"
+        print(f"bnn-zoo: error: {problem}; valid: {', '.join(commands)} (bnn-zoo --help says what each does)",
               file=sys.stderr)
         return 2
+    name, rest = argv[0], argv[1:]
     try:  # a Ctrl-C while the engine loads, or in a command without its own handler: one line
-        import matplotlib
+        from bnn_zoo.experiments.runtime import hold_interrupts, keep_interrupts
 
-        matplotlib.use("Agg")  # the commands write figures and open no window
-        if name in ("moons", "circles"):
-            from bnn_zoo.experiments.toy_priors import main as toy_main
+        with hold_interrupts():
+            import matplotlib
 
-            return toy_main(rest, prog=f"bnn-zoo {name}", dataset=name)
-        module = importlib.import_module(f"bnn_zoo.experiments.{commands[name]}")
-        return module.main(rest, prog=f"bnn-zoo {name}")
+            matplotlib.use("Agg")  # the commands write figures and open no window
+            module = importlib.import_module(f"bnn_zoo.experiments.{commands[name].module}")
+        with keep_interrupts():  # a Ctrl-C that Python drops before the command's own handler runs
+            if name in ("moons", "circles"):
+                return module.main(rest, prog=f"bnn-zoo {name}", dataset=name)
+            return module.main(rest, prog=f"bnn-zoo {name}")
     except KeyboardInterrupt:
         print(f"bnn-zoo {name}: interrupted", file=sys.stderr)
         return 130
