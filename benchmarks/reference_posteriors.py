@@ -230,7 +230,7 @@ def _bnn_zoo(method):
     def run(model, seed):
         result = bnn_zoo.fit(model, method=method, random_seed=seed, progressbar=False)
         draws = bnn_zoo.sample(result, DRAWS, random_seed=seed)
-        return draws["posterior"].to_dataset(), {"pareto_k": float(draws.attrs["pareto_k"])}
+        return draws["posterior"].to_dataset(), {"q_pareto_k": float(draws.attrs["q_pareto_k"])}
     return run
 
 
@@ -304,7 +304,7 @@ def _line(row: dict) -> str:
         return f"{row['model']:<26} {row['method']:<28} {row['error']}"
     return (f"{row['model']:<26} {row['method']:<28} {row['seconds']:7.1f} s  mean error "
             f"{row['mean_error_sd']:6.2f} sd  sd ratio {row['sd_ratio_min']:.2f}-{row['sd_ratio_max']:.2f}"
-            + (f"  k {row['pareto_k']:.2f}" if "pareto_k" in row else ""))
+            + (f"  k {row['q_pareto_k']:.2f}" if "q_pareto_k" in row else ""))
 
 
 def markdown(rows: list[dict]) -> str:
@@ -320,16 +320,16 @@ def markdown(rows: list[dict]) -> str:
         if "error" in r:
             out.append(f"| {r['model']} | {r['method']} | | {r['error']} | | |")
         else:
-            k = f"{r['pareto_k']:.2f}" if "pareto_k" in r else ""
+            k = f"{r['q_pareto_k']:.2f}" if "q_pareto_k" in r else ""
             out.append(f"| {r['model']} | {r['method']} | {r['seconds']:.1f} | {r['mean_error_sd']:.2f} "
                        f"| {r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f} | {k} |")
     out += ["", "Does k rank the methods as their error does? Per model, Spearman's rank correlation of "
             "k and the largest mean error over the methods with a k:", "",
             "| model | rank correlation | methods |", "| --- | ---: | --- |"]
     for model in dict.fromkeys(r["model"] for r in rows):
-        scored = [r for r in rows if r["model"] == model and "pareto_k" in r]
+        scored = [r for r in rows if r["model"] == model and "q_pareto_k" in r]
         if len(scored) >= 3:
-            rho = scipy.stats.spearmanr([r["pareto_k"] for r in scored], [r["mean_error_sd"] for r in scored])[0]
+            rho = scipy.stats.spearmanr([r["q_pareto_k"] for r in scored], [r["mean_error_sd"] for r in scored])[0]
             out.append(f"| {model} | {rho:.2f} | {len(scored)} |")
     return "\n".join(out)
 

@@ -9,20 +9,4 @@
 - :mod:`~bnn_zoo.data.shift`: rotated digits and out-of-distribution images made from the test set.
 """
 
-from pathlib import Path
-
-__all__ = ["user_cache"]
-
-
-def user_cache() -> Path:
-    """bnn-zoo's folder in the user's cache, where downloads and JAX's compiled programs go.
-
-    Returns
-    -------
-    pathlib.Path
-        ``$XDG_CACHE_HOME/bnn-zoo``, else ``~/.cache/bnn-zoo`` on Linux (the platform's cache
-        folder elsewhere).
-    """
-    import pooch
-
-    return Path(pooch.os_cache("bnn-zoo"))
+__all__ = []

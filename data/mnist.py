@@ -57,9 +57,9 @@ def cache_dir() -> Path:
     Returns
     -------
     pathlib.Path
-        ``mnist/`` in :func:`bnn_zoo.data.user_cache`.
+        ``mnist/`` in :func:`bnn_zoo.cache.user_cache`.
     """
-    from bnn_zoo.data import user_cache
+    from bnn_zoo.cache import user_cache
 
     return user_cache() / "mnist"
 

@@ -119,9 +119,9 @@ def cache_dir() -> Path:
     Returns
     -------
     pathlib.Path
-        ``uci/`` in :func:`bnn_zoo.data.user_cache`.
+        ``uci/`` in :func:`bnn_zoo.cache.user_cache`.
     """
-    from bnn_zoo.data import user_cache
+    from bnn_zoo.cache import user_cache
 
     return user_cache() / "uci"
 

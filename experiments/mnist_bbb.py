@@ -32,6 +32,7 @@ from bnn_zoo.evaluation import plots
 from bnn_zoo.evaluation.metrics import accuracy
 from bnn_zoo.evaluation.pruning import FRACTIONS, SCORES, cutoff, prune_table, pruning_masks
 from bnn_zoo.experiments import mnist_shared, runner
+from bnn_zoo.experiments.fit_flags import fit_settings
 from bnn_zoo.experiments.flags import UsageError, positive_float
 from bnn_zoo.inference.sampling import point_posterior
 from bnn_zoo.models import HYPERPRIORS, WEIGHT_PRIORS, mlp_classifier
@@ -124,7 +125,7 @@ def configs(args) -> list[BBBConfig]:
     """
     if args.hyperprior != "fixed" and args.prior_scale != 1.0:
         raise UsageError("--prior-scale needs --hyperprior fixed")
-    return [BBBConfig(**runner.fit_settings(args), **mnist_shared.data_settings(args),
+    return [BBBConfig(**fit_settings(args), **mnist_shared.data_settings(args),
                       prior=args.prior, hyperprior=args.hyperprior, hidden=args.hidden,
                       layers=args.layers, prior_scale=args.prior_scale, prune=args.prune,
                       float32=True, dataset=f"mnist_bbb_{args.layers}x{args.hidden}")]

@@ -28,6 +28,7 @@ import pandas as pd
 from bnn_zoo.evaluation import plots
 from bnn_zoo.evaluation.metrics import per_input_uncertainty
 from bnn_zoo.experiments import mnist_shared, runner
+from bnn_zoo.experiments.fit_flags import fit_settings
 from bnn_zoo.experiments.flags import UsageError, positive_int
 from bnn_zoo.models import HYPERPRIORS, WEIGHT_PRIORS
 from bnn_zoo.models.cnn import cnn_classifier
@@ -107,7 +108,7 @@ def configs(args) -> list[CNNConfig]:
         if side < 1:
             raise UsageError(f"--channels: {len(args.channels)} conv layers leave no pixels "
                              "of a 28x28 image (at most 2)")
-    return [CNNConfig(**runner.fit_settings(args), **mnist_shared.data_settings(args),
+    return [CNNConfig(**fit_settings(args), **mnist_shared.data_settings(args),
                       prior=args.prior, hyperprior=args.hyperprior, channels=tuple(args.channels),
                       dense=tuple(args.dense), float32=True, dataset="mnist_cnn")]
 

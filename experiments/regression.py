@@ -41,6 +41,7 @@ from bnn_zoo.evaluation import calibration_plots, comparison_plots, plots
 from bnn_zoo.evaluation.calibration import coverage_metrics
 from bnn_zoo.evaluation.metrics import predictive_interval
 from bnn_zoo.experiments import runner
+from bnn_zoo.experiments.fit_flags import fit_settings
 from bnn_zoo.experiments.flags import int_list, nonneg_float, positive_float
 from bnn_zoo.inference.io import write_text
 from bnn_zoo.models.mlp import ACTIVATIONS, mlp_regressor
@@ -153,7 +154,7 @@ def configs(args) -> list[RegressionConfig]:
         otherwise.
     """
     tasks = regression.TASKS if args.task == "all" else (args.task,)
-    shared = runner.fit_settings(args)
+    shared = fit_settings(args)
     out = []
     for task in tasks:
         arch = ARCHITECTURE[task]

@@ -44,17 +44,15 @@ from bnn_zoo.data.mnist import MNISTError
 from bnn_zoo.experiments.config import Evaluation, Experiment, Record, RunConfig
 from bnn_zoo.experiments.fit_flags import build_parser
 from bnn_zoo.experiments.flags import UsageError, check_writable
-from bnn_zoo.experiments.runtime import keep_interrupts, run_lock, run_many, use_compilation_cache, xla_flags
-from bnn_zoo.inference import CheckpointError, ConvergenceWarning, NonFiniteLossError, optim, psis, qcheck
+from bnn_zoo.experiments.resources import run_lock
+from bnn_zoo.experiments.runtime import keep_interrupts, run_many, use_compilation_cache, xla_flags
+from bnn_zoo.inference import CheckpointError, ConvergenceWarning, NonFiniteLossError, methods, optim, psis, qcheck
+from bnn_zoo.inference.families import FAMILIES
 from bnn_zoo.inference.prepare import MAX_STEPS
-from bnn_zoo.inference.diagnostics import Convergence
+from bnn_zoo.inference import diagnostics
 from bnn_zoo.inference.engine import steps_per_epoch
 from bnn_zoo.inference.io import atomic_dir, write_json
 from bnn_zoo.inference.restarts import fit_elbo
-
-# Reached through this module by the experiment modules; their homes are config, fit_flags and runtime.
-from bnn_zoo.experiments.fit_flags import fit_settings  # noqa: E402,F401
-from bnn_zoo.experiments.runtime import jaxlib_at_least  # noqa: E402,F401
 
 __all__ = ["check", "main", "make_optimizer", "minibatch_rows", "recorded_convergence", "run"]
 
@@ -175,36 +173,38 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
     objective = bnn_zoo.ELBO(beta=cfg.beta, kl_weighting=cfg.kl_weighting, mc_samples=cfg.mc_samples,
                              estimator=cfg.estimator, path_derivative=cfg.path_derivative)
     shared = dict(steps=steps, batch_size=cfg.batch_size, average=cfg.average, objective=objective)
-    mean_field_q = bnn_zoo.MeanField(init_std=cfg.init_std)
+    # The library decides what each method is (inference.methods); the run asks for it by name. A
+    # family that bnn_zoo.fit starts from a mean-field fit (full rank) starts here from one made with
+    # --lr, then runs its own phase with --fullrank-lr and the same steps (docs/user_guide/engine.md,
+    # "Defaults and why"): from its own narrow start it diverges at the mean-field rate.
+    method = methods.spec(cfg.method, cfg.init_std)
+    first = bnn_zoo.MeanField(init_std=cfg.init_std) if cfg.method in methods.WARM_STARTED else method
 
-    def by_method(mean_field):
-        if cfg.method == "advi":
-            return mean_field
-        # Full-rank from the mean-field fit (docs/user_guide/engine.md, "Defaults and why"): from
-        # its own narrow start it diverges at the mean-field learning rate, and is slow at smaller ones.
-        full = bnn_zoo.fit(model, method="fullrank_advi", init=mean_field, optimizer=optimizer(cfg.fullrank_lr),
-                           random_seed=mean_field.config["seed"], progressbar=cfg.progress, **shared)
-        full.seconds += mean_field.seconds
-        full.config.update(warm_start=len(mean_field.elbo), warm_start_elbo_final=mean_field.elbo_final,
-                           **{k: mean_field.config[k] for k in ("picked_restart", "pick_elbos")
-                              if k in mean_field.config})
-        return full
+    def then(fit):
+        if fit.method == cfg.method:
+            return fit
+        richer = bnn_zoo.fit(model, method=method, init=fit, optimizer=optimizer(cfg.fullrank_lr),
+                             random_seed=fit.config["seed"], progressbar=cfg.progress, **shared)
+        richer.seconds += fit.seconds
+        richer.config.update(warm_start=len(fit.elbo), warm_start_elbo_final=fit.elbo_final,
+                             **{k: fit.config[k] for k in ("picked_restart", "pick_elbos") if k in fit.config})
+        return richer
 
     def one_fit(k, running, resume):
+        if cfg.method == "laplace":  # the mode by L-BFGS on the full data: no optimizer, objective or checkpoint
+            return bnn_zoo.fit(model, method=method, steps=steps, random_seed=cfg.fit_seed + k)
         checkpoint = None if running is None else bnn_zoo.Checkpoint(running, every=cfg.checkpoint_every,
                                                                      resume=resume or False)
-        return by_method(bnn_zoo.fit(model, method=mean_field_q, optimizer=optimizer(cfg.lr),
-                                     random_seed=cfg.fit_seed + k, progressbar=cfg.progress,
-                                     checkpoint=checkpoint, **shared))
+        return then(bnn_zoo.fit(model, method=first, optimizer=optimizer(cfg.lr), random_seed=cfg.fit_seed + k,
+                                progressbar=cfg.progress, checkpoint=checkpoint, **shared))
 
     def picked_early():
         # The restarts run together until the pick; the best runs on (inference.batch).
-        mean_field, = bnn_zoo.fit_many([model], method=mean_field_q, optimizer=optimizer(cfg.lr),
-                                       random_seed=cfg.fit_seed, restarts=cfg.restarts, pick_at=cfg.pick_at,
-                                       **shared)
-        return by_method(mean_field)
+        fit, = bnn_zoo.fit_many([model], method=first, optimizer=optimizer(cfg.lr), random_seed=cfg.fit_seed,
+                                restarts=cfg.restarts, pick_at=cfg.pick_at, **shared)
+        return then(fit)
 
-    early = cfg.early_pick(steps) > 0
+    early = cfg.early_pick(steps) > 0 and cfg.method in FAMILIES  # fit_many fits the ADVI families
     with warnings.catch_warnings():  # reported in the metrics, and as one line by main
         warnings.simplefilter("ignore", ConvergenceWarning)
         fits = ([picked_early()] if early else
@@ -228,17 +228,17 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
     predict_seconds = time.perf_counter() - t0
     if not exp.keep_posterior:
         del idata["posterior"]
-    ran = [len(f.elbo) - f.config["resumed_at"] for f in fits]
+    ran = [len(f.elbo) - f.config.get("resumed_at", 0) for f in fits]
     metrics = {
-        "experiment": exp.name, **cfg.record(), "steps": steps, "steps_per_epoch": per_epoch,
-        "warm_start_steps": chosen[0].config.get("warm_start"),
-        "optimizer_description": chosen[0].config["optimizer"],
-        "optimizer_history": chosen[0].config["history"],
+        "experiment": exp.name, **cfg.record(), "method": chosen[0].method, "steps": steps,
+        "steps_per_epoch": per_epoch, "warm_start_steps": chosen[0].config.get("warm_start"),
+        "optimizer_description": chosen[0].config.get("optimizer"),
+        "optimizer_history": chosen[0].config.get("history"),
         "n_params": chosen[0].layout.dim,
         **worst.record(), "converged": all(c.converged for c in checks),
         **evaluation.metrics,
         "elbo_final": float(np.mean([f.elbo_final for f in chosen])),
-        "q_pareto_k": float(idata.attrs.get("pareto_k", np.nan)),
+        qcheck.NAME: float(idata.attrs.get(qcheck.NAME, np.nan)),
         "elbo_q": q_elbo_mean,
         "elbo_q_se": float(ratio.std(ddof=1) / np.sqrt(len(ratio))) if q_elbo_mean is not None else None,
         "elbo_restarts": elbos, "picked_restart": picked,
@@ -246,7 +246,7 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
         "ms_per_step": float(np.mean([f.ms_per_step for f in fits])) if min(ran) > 1 else None,
         "compile_seconds": fits[0].compile_seconds if ran[0] else None,
         "predict_seconds": predict_seconds,
-        "resumed_at_step": fits[0].config["resumed_at"],
+        "resumed_at_step": fits[0].config.get("resumed_at", 0),
     }
     with atomic_dir(cfg.run_dir) as staging:
         if cfg.keep_draws:
@@ -369,7 +369,7 @@ def check(exp: Experiment, cfg: RunConfig) -> None:
         If PSIS-LOO gets fewer than :data:`~bnn_zoo.inference.psis.MIN_DRAWS`
         draws, ``--pick-at`` meets minibatches, there are fewer draws than
         restarts, a per-example estimator meets full-rank q, a minibatch
-        experiment asks for full-rank q, or the steps or epochs exceed
+        experiment asks for full-rank q or Laplace, Laplace meets a KL weight, or the steps or epochs exceed
         :data:`~bnn_zoo.inference.prepare.MAX_STEPS`.
     """
     if exp.loo and cfg.draws < psis.MIN_DRAWS:
@@ -383,35 +383,43 @@ def check(exp: Experiment, cfg: RunConfig) -> None:
         raise UsageError(f"--estimator {cfg.estimator} needs mean-field q (--method advi)")
     if exp.minibatches and cfg.method == "fullrank_advi":
         raise UsageError("--method fullrank_advi: a full-rank factor of every weight would not fit in "
-                         "memory (d^2 numbers); use advi")
+                         "memory (d^2 numbers); use advi or lowrank_advi")
+    if cfg.method == "laplace":
+        if exp.minibatches:
+            raise UsageError("--method laplace finds the mode by L-BFGS on the full data, which minibatch "
+                             "experiments do not fit in one pass; use advi or lowrank_advi")
+        if cfg.beta != 1:
+            raise UsageError(f"--beta {cfg.beta:g}: the Laplace approximation has no KL weight (it takes the "
+                             "posterior's mode and curvature); use --beta 1, or an ADVI --method")
     if cfg.steps > MAX_STEPS or (cfg.epochs or 0) > MAX_STEPS:
         flag = "--epochs" if cfg.epochs else "--steps"
         raise UsageError(f"{flag} {cfg.epochs or cfg.steps:,} is more than {MAX_STEPS:,} steps")
 
 
 def _report(exp: Experiment, prog: str, record: Record) -> None:
-    """The run's line on stdout, and a one-line warning on stderr if a fit did not converge or q is
-    far from the posterior (Pareto k above :data:`bnn_zoo.inference.qcheck.K_WARN`)."""
+    """The run's line on stdout; on stderr, a note when q's Pareto k is above
+    :data:`bnn_zoo.inference.qcheck.K_WARN` (for these networks, the expected case), and a warning
+    when some of q's draws are impossible or the fit did not pass its convergence test."""
     print(exp.report(record), flush=True)
-    k = record.metrics.get("q_pareto_k", np.nan)
-    if k > qcheck.K_WARN:
-        print(f"{prog}: warning: {record.dir}: q is far from the posterior (Pareto k of p/q {k:.2f} > "
-              f"{qcheck.K_WARN}); its means and sds may be off (docs/user_guide/families.md)",
+    k = record.metrics.get(qcheck.NAME, np.nan)
+    if k == np.inf:
+        print(f"{prog}: warning: {record.dir}: {qcheck.NAME} inf: some of q's draws have zero posterior "
+              "density (docs/user_guide/families.md)", file=sys.stderr, flush=True)
+    elif k > qcheck.K_WARN:
+        print(f"{prog}: note: {record.dir}: {qcheck.NAME} {k:.2f} > {qcheck.K_WARN}, as for every Gaussian q "
+              "of a network: q's weight means and sds are not the posterior's; its predictions are judged "
+              "by the test nll and coverage (docs/getting_started.md, 'What a run prints')",
               file=sys.stderr, flush=True)
     if not record.metrics["converged"]:
         check = recorded_convergence(record.metrics)
         hint = check.hint(smaller="a smaller --fullrank-lr" if record.metrics.get("method") == "fullrank_advi"
                           else "a smaller learning rate", decaying="a decaying --lr-schedule")
-        print(f"{prog}: warning: {record.dir}: the fit did not converge: {check.describe()}; {hint}",
-              file=sys.stderr, flush=True)
+        print(f"{prog}: warning: {record.dir}: the fit did not pass its convergence test: {check.describe()}; "
+              f"{hint}", file=sys.stderr, flush=True)
 
 
-def recorded_convergence(metrics: dict) -> Convergence:
-    """The convergence test's finding, from a run's metrics.
-
-    For a fit that did not converge: ``converged`` is ``False``, and a
-    ``convergence_*`` key the metrics lack (such as the shortfall, in
-    metrics written without it) takes its default.
+def recorded_convergence(metrics: dict):
+    """The convergence test's finding, from a run's metrics, for one that did not pass it.
 
     Parameters
     ----------
@@ -420,13 +428,11 @@ def recorded_convergence(metrics: dict) -> Convergence:
 
     Returns
     -------
-    Convergence
-        The finding, whose ``describe`` and ``hint`` make the warning.
+    bnn_zoo.inference.diagnostics.Convergence or bnn_zoo.inference.modecheck.ModeCheck
+        The finding (of the ELBO trace, or of the Laplace approximation's mode), whose
+        ``describe`` and ``hint`` make the warning; ``converged`` is ``False``.
     """
-    keys = ("finite", "elbo_change", "elbo_change_se", "window", "elbo_mean", "elbo_shortfall", "fell",
-            "moving")
-    return Convergence(**{k: metrics[f"convergence_{k}"] for k in keys if f"convergence_{k}" in metrics},
-                       converged=False)
+    return diagnostics.recorded({**metrics, "converged": False})
 
 
 def _groups(cfgs: list) -> list[list]:

@@ -61,7 +61,7 @@ class Batch:
                  optimizer=None):
         import bnn_zoo
         from bnn_zoo.data.toy import Split
-        from bnn_zoo.inference import families
+        from bnn_zoo.inference import families, methods
         from bnn_zoo.inference.batch import run_stacked
         from bnn_zoo.inference.prepare import initial_mean
         from bnn_zoo.inference.jaxmodel import Layout, compile_model
@@ -74,7 +74,6 @@ class Batch:
         point = self.model.initial_point()
         self.layout = Layout.of(self.model, point)
         self.density = compile_model(self.model, self.layout)
-        self.family = families.get(cfg0.method)
         self.dtypes = {v.name: np.asarray(v.get_value()).dtype for v in self.model.data_vars}
         self.trains = [self.data(X, y) for X, y in trains]
         seeds = [c.fit_seed + k for c in cfgs for k in range(self.R)]
@@ -82,13 +81,13 @@ class Batch:
                    for j in range(len(self.dtypes))]
         early = cfg0.early_pick(cfg0.steps) > 0  # else every restart is a fit of its own, picked below
         self.out = run_stacked(self.model, self.density, np.stack([initial_mean(self.layout, point, s) for s in seeds]),
-                               stacked, seeds, method=bnn_zoo.MeanField(init_std=cfg0.init_std)
-                               if cfg0.method == "advi" else bnn_zoo.FullRank(init_std=cfg0.init_std),
+                               stacked, seeds, method=methods.spec(cfg0.method, cfg0.init_std),
                                steps=cfg0.steps, optimizer=optimizer or make_optimizer(cfg0, cfg0.lr, cfg0.steps),
                                objective=bnn_zoo.ELBO(beta=cfg0.beta, mc_samples=cfg0.mc_samples,
                                                       path_derivative=cfg0.path_derivative, estimator=cfg0.estimator),
                                average=cfg0.average, restarts=self.R if early else 1,
                                pick_at=cfg0.pick_at if early else 0.0)
+        self.family = families.get(self.out.config["method"])  # the family that ran
 
     def data(self, X, y) -> list[np.ndarray]:
         """``X`` and ``y`` as the model's data containers, in their order and dtypes."""
@@ -159,7 +158,7 @@ def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0
                            split.y_test, cfg, observed)
         tail = max(1, min(1000, cfg.steps // 10))
         record = {
-            "key": fit_key(cfg, kfold), **_settings(cfg), "n_params": batch.layout.dim,
+            "key": fit_key(cfg, kfold), **_settings(cfg), "method": batch.family.name, "n_params": batch.layout.dim,
             **convergence(batch.out.elbo[chosen]).record(), **metrics,
             "elbo_final": float(np.mean(batch.out.elbo[chosen][-tail:])),
             "elbo_restarts": elbos, "picked_restart": picked,

@@ -9,7 +9,7 @@ The public API re-exported at :mod:`bnn_zoo`'s root comes from here. The modules
   and Pareto-smoothed importance sampling), :mod:`~bnn_zoo.inference.defaults` (the one set of
   defaults);
 - the settings that are values: :mod:`~bnn_zoo.inference.objective` (``ELBO``),
-  :mod:`~bnn_zoo.inference.methods` (``MeanField``, ``LowRank``, ``FullRank``),
+  :mod:`~bnn_zoo.inference.methods` (``METHODS``, ``MeanField``, ``LowRank``, ``FullRank``),
   :mod:`~bnn_zoo.inference.laplace` (``Laplace``, and the Laplace approximation itself),
   :mod:`~bnn_zoo.inference.checkpoint` (``Checkpoint``), :mod:`~bnn_zoo.inference.optim`
   (optimizers with a description);
@@ -21,8 +21,8 @@ The public API re-exported at :mod:`bnn_zoo`'s root comes from here. The modules
   :mod:`~bnn_zoo.inference.graphs` (PyTensor graphs to JAX), :mod:`~bnn_zoo.inference.core`
   (``init``/``step``/``sample``), :mod:`~bnn_zoo.inference.engine` (compiled loops),
   :mod:`~bnn_zoo.inference.estimators`, :mod:`~bnn_zoo.inference.iterates`,
-  :mod:`~bnn_zoo.inference.noise`, :mod:`~bnn_zoo.inference.diagnostics` (the convergence
-  test), :mod:`~bnn_zoo.inference.io`, :mod:`~bnn_zoo.inference.jax_fixes`;
+  :mod:`~bnn_zoo.inference.noise`, :mod:`~bnn_zoo.inference.diagnostics` and
+  :mod:`~bnn_zoo.inference.modecheck` (the convergence tests), :mod:`~bnn_zoo.inference.io`, :mod:`~bnn_zoo.inference.jax_fixes`;
 - after a fit: :mod:`~bnn_zoo.inference.draws` (draws of q and the model at them),
   :mod:`~bnn_zoo.inference.restarts` (q's ELBO, the best of several fits),
   :mod:`~bnn_zoo.inference.qcheck` (did VI work? Pareto k, ``reweighted``);
@@ -34,9 +34,8 @@ The public API re-exported at :mod:`bnn_zoo`'s root comes from here. The modules
 from bnn_zoo.inference.advi import fit
 from bnn_zoo.inference.batch import fit_many
 from bnn_zoo.inference.checkpoint import Checkpoint, CheckpointError
-from bnn_zoo.inference.families import METHODS
 from bnn_zoo.inference.laplace import Laplace
-from bnn_zoo.inference.methods import FullRank, LowRank, MeanField
+from bnn_zoo.inference.methods import METHODS, FullRank, LowRank, MeanField
 from bnn_zoo.inference.objective import ELBO
 from bnn_zoo.inference.prediction import predict
 from bnn_zoo.inference.prepare import precision

@@ -144,10 +144,14 @@ def fit_dropout(X: np.ndarray, y: np.ndarray, *, kind: str, hidden=(5, 5), activ
 
     Examples
     --------
+    >>> from bnn_zoo.data import toy
     >>> from bnn_zoo.inference import dropout
-    >>> net = dropout.fit_dropout(X, y, kind="classifier", hidden=(5, 5), activation="tanh")
-    >>> pred = dropout.predict_dropout(net, X_new, draws=500)
-    >>> p = pred["predictions"]["p"].mean(("chain", "draw"))
+    >>> split = toy.load("moons", n_train=200, n_test=50)
+    >>> net = dropout.fit_dropout(split.X_train, split.y_train, kind="classifier", hidden=(5, 5),
+    ...                           activation="tanh", steps=500)
+    >>> pred = dropout.predict_dropout(net, split.X_test, draws=100)
+    >>> pred["predictions"]["p"].mean(("chain", "draw")).shape   # P(class) at each test point
+    (50, 2)
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")

@@ -115,8 +115,13 @@ def atomic_dir(path: str | os.PathLike):
 
     Examples
     --------
-    >>> with atomic_dir("results/moons/run") as tmp:
-    ...     write_json(tmp / "metrics.json", metrics)
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> with tempfile.TemporaryDirectory() as out:
+    ...     with atomic_dir(Path(out) / "moons" / "run") as tmp:
+    ...         _ = write_json(tmp / "metrics.json", {"accuracy": 0.97})
+    ...     sorted(p.name for p in (Path(out) / "moons").iterdir())   # the run, and no staging folder
+    ['run']
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

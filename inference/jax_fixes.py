@@ -24,7 +24,7 @@ a file, which PyTensor keeps (tracebacks and Numba read it back); without
 ``config.generated_src_dir`` each one is a new file in ``$TMPDIR`` that
 nothing removes, and they pile up by the hundred. Unless the user has set
 that directory, it is set here to ``generated-src`` in bnn-zoo's user cache
-(:func:`bnn_zoo.data.user_cache`), where each source is one content-addressed
+(:func:`bnn_zoo.cache.user_cache`), where each source is one content-addressed
 file, reused by every later run, and PyTensor prunes the ones unused for weeks.
 """
 
@@ -39,7 +39,7 @@ from pytensor.tensor.elemwise import CAReduce
 __all__ = []
 
 if not pytensor.config.generated_src_dir:  # a user's own setting stays
-    from bnn_zoo.data import user_cache
+    from bnn_zoo.cache import user_cache
 
     pytensor.config.generated_src_dir = str(user_cache() / "generated-src")
 

@@ -1,10 +1,13 @@
-"""What ``bnn_zoo.fit``'s ``method`` takes: a family's name or a value with its settings.
+"""What ``bnn_zoo.fit``'s ``method`` takes: a method's name or a value with its settings.
 
 ``"advi"``, ``"lowrank_advi"`` and ``"fullrank_advi"`` name the Gaussian
-families of :mod:`~bnn_zoo.inference.families` at their default settings;
-:class:`MeanField`, :class:`LowRank` and :class:`FullRank` carry q's initial
-sd (and the rank), as NumPyro's autoguides carry ``init_scale``.
-:func:`resolve` turns either into the family and its initial sd.
+families of :mod:`~bnn_zoo.inference.families` at their default settings,
+and ``"laplace"`` the Laplace approximation (:mod:`~bnn_zoo.inference.laplace`);
+:data:`METHODS` lists them. :class:`MeanField`, :class:`LowRank` and
+:class:`FullRank` carry q's initial sd (and the rank), as NumPyro's
+autoguides carry ``init_scale``. :func:`resolve` turns an ADVI method into
+the family and its initial sd; :func:`spec` a name and an initial sd into
+the value ``fit`` takes (what the command lines hand it).
 """
 
 from __future__ import annotations
@@ -15,9 +18,16 @@ from typing import ClassVar
 import numpy as np
 
 from bnn_zoo.inference import defaults
-from bnn_zoo.inference.families import FAMILIES, METHODS, Family, check_rank_setting, low_rank
+from bnn_zoo.inference.families import FAMILIES, Family, check_rank_setting, low_rank
 
-__all__ = ["FullRank", "LowRank", "MeanField", "resolve"]
+__all__ = ["METHODS", "WARM_STARTED", "FullRank", "LowRank", "MeanField", "resolve", "spec"]
+
+#: Every name ``bnn_zoo.fit``'s ``method`` takes: the Gaussians fitted by ADVI, then the Laplace
+#: approximation (``bnn_zoo.fit`` alone; ``fit_many`` fits the ADVI families).
+METHODS = (*FAMILIES, "laplace")
+#: The families ``bnn_zoo.fit`` starts from a mean-field fit when it is given no ``init``: from its
+#: own narrow start full-rank ADVI is slow and unstable (docs/user_guide/engine.md).
+WARM_STARTED = ("fullrank_advi",)
 
 
 @dataclass(frozen=True)
@@ -125,7 +135,7 @@ def resolve(method) -> tuple[Family, float]:
     Parameters
     ----------
     method : {"advi", "lowrank_advi", "fullrank_advi"} or MeanField or LowRank or FullRank
-        A method's name (at the default ``init_std`` and rank) or a family value.
+        An ADVI method's name (at the default ``init_std`` and rank) or a family value.
 
     Returns
     -------
@@ -148,8 +158,46 @@ def resolve(method) -> tuple[Family, float]:
         return FAMILIES[method], float(defaults.INIT_STD)
     if method == "laplace" or getattr(method, "name", None) == "laplace":
         raise ValueError("method='laplace' is bnn_zoo.fit's alone: fit_many and the ADVI engine fit the "
-                         f"families {', '.join(METHODS)}")
+                         f"families {', '.join(FAMILIES)}")
     raise ValueError(f"unknown method {method!r}; valid: {', '.join(METHODS)}, bnn_zoo.MeanField(...), "
-                     "bnn_zoo.LowRank(...) or bnn_zoo.FullRank(...)")
+                     "bnn_zoo.LowRank(...), bnn_zoo.FullRank(...) or bnn_zoo.Laplace(...) "
+                     "(docs/user_guide/families.md)")
+
+
+def spec(name: str, init_std: float = defaults.INIT_STD):
+    """The ``method`` value ``bnn_zoo.fit`` takes for a method's name and q's initial sd.
+
+    Parameters
+    ----------
+    name : {"advi", "lowrank_advi", "fullrank_advi", "laplace"}
+        A name of :data:`METHODS`.
+    init_std : float, default bnn_zoo.inference.defaults.INIT_STD
+        q's initial sd (ADVI); the Laplace approximation has none.
+
+    Returns
+    -------
+    MeanField or LowRank or FullRank or str
+        The family's value at ``init_std`` (``LowRank`` at its default
+        rank), or ``"laplace"``.
+
+    Raises
+    ------
+    ValueError
+        For a name not in :data:`METHODS`.
+
+    Examples
+    --------
+    >>> from bnn_zoo.inference import methods
+    >>> methods.spec("lowrank_advi", init_std=0.05)
+    LowRank(rank=None, init_std=0.05)
+    >>> methods.spec("laplace")
+    'laplace'
+    """
+    if name == "laplace":
+        return name
+    values = {value.name: value for value in (MeanField, LowRank, FullRank)}
+    if name not in values:
+        raise ValueError(f"unknown method {name!r}; valid: {', '.join(METHODS)}")
+    return values[name](init_std=init_std)
 
 

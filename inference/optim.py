@@ -184,7 +184,12 @@ def make(name: str, learning_rate: float, steps: int, *, schedule_kind: str = "c
     >>> opt = optim.make("adam", 0.05, 10_000, schedule_kind="cosine")
     >>> opt.description
     'adam(lr=cosine(0.05 -> 0.0005 over 10000))'
-    >>> result = bnn_zoo.fit(model, optimizer=opt, steps=10_000, average=0)
+    >>> import numpy as np, pymc as pm, bnn_zoo
+    >>> with pm.Model() as model:
+    ...     y = pm.Normal("y", pm.Normal("b", 0, 10), 1, observed=np.random.default_rng(0).normal(2, 1, 50))
+    >>> result = bnn_zoo.fit(model, optimizer=opt, steps=10_000, average=0, progressbar=False)
+    >>> result.config["optimizer"]
+    'adam(lr=cosine(0.05 -> 0.0005 over 10000))'
     """
     if name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {name!r}; valid: {', '.join(OPTIMIZERS)}")

@@ -256,8 +256,15 @@ def loo(idata: DataTree, var_name: str | None = None) -> ELPDDataLOO:
     stats = idata["sample_stats"]
     if "log_likelihood" not in idata.children:
         raise ValueError("loo needs the log_likelihood group (sample(..., log_likelihood=True))")
+    if "log_p" not in stats or np.isnan(stats["log_p"]).all():
+        raise ValueError("loo needs each draw's log p and log q (sample(..., log_likelihood=True))")
+    impossible = int((stats["log_p"] == -np.inf).sum())
+    if impossible:
+        raise ValueError(f"{impossible} of {stats['log_p'].size} draws have log p = -inf: q puts mass where the "
+                         "posterior has none (its q_pareto_k is inf), so no importance weights exist; fit q "
+                         "again, or fit the data the model gives zero density to")
     if not (np.isfinite(stats["log_p"]).all() and np.isfinite(stats["log_q"]).all()):
-        raise ValueError("loo needs each draw's finite log p and log q (sample(..., log_likelihood=True))")
+        raise ValueError("loo needs each draw's finite log p and log q; some are NaN or +inf")
     group = idata["log_likelihood"]
     if var_name is None:
         if len(group.data_vars) != 1:

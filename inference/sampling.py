@@ -135,10 +135,11 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
           dim for a mixture;
         - ``fit_stats``: the ELBO trace (``elbo`` along ``step``).
 
-        With ``log_likelihood``, ``attrs["pareto_k"]`` is the Pareto k of
+        With ``log_likelihood``, ``attrs["q_pareto_k"]`` is the Pareto k of
         the importance ratios ``p / q``: VI's own diagnostic
-        (:mod:`~bnn_zoo.inference.qcheck`; below 0.5 q is close to the
-        posterior, above 0.7 it is not).
+        (:mod:`~bnn_zoo.inference.qcheck`; at or below 0.7 the
+        PSIS-reweighted estimates of :func:`bnn_zoo.reweighted` are reliable,
+        above it they are not; inf when some draws have zero posterior density).
 
     Raises
     ------
@@ -149,7 +150,8 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
     Warns
     -----
     ApproximationWarning
-        When the Pareto k is above 0.7, naming the fit and the method to try.
+        When ``q_pareto_k`` is above 0.7 (or some draws have zero posterior
+        density), naming the fit and what to try.
 
     See Also
     --------
@@ -175,7 +177,7 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
     2.0 +- 0.1
     >>> sorted(idata["sample_stats"].data_vars)   # each draw's log p, log q and PSIS weight
     ['log_p', 'log_q', 'psis_log_weight']
-    >>> idata.attrs["pareto_k"] < 0.5              # did VI work? (bnn_zoo.inference.qcheck)
+    >>> idata.attrs["q_pareto_k"] < 0.7            # did VI work? (bnn_zoo.inference.qcheck)
     True
 
     The mixture of restarts from other seeds:
@@ -203,10 +205,10 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
              "fit_method": result.method, "draws_from": f"{len(fits)} fit(s)"}
     if log_likelihood:
         groups["log_likelihood"] = {o: values[f"loglik:{o}"][None] for o in observed}
-        k, log_w = qcheck.pareto_k(log_p, log_q)
+        k, log_w = qcheck.q_pareto_k(log_p, log_q)
         groups["sample_stats"]["psis_log_weight"] = log_w[None]
-        attrs["pareto_k"] = k
-        qcheck.warn_if_poor(k, result.method, len(fits))
+        attrs[qcheck.NAME] = k
+        qcheck.warn_if_poor(k, result.method, len(fits), impossible=int(np.isneginf(log_p).sum()), draws=len(log_p))
     groups["observed_data"] = find_observations(model)
     groups["constant_data"] = find_constants(model)
     dims = {name: list(d) for name, d in model.named_vars_to_dims.items()}

@@ -85,3 +85,44 @@ def test_the_contributing_page_maps_every_module():
         names += [f"bnn_zoo.{sub}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__)]
     missing = [n for n in names if f"`{n}`" not in page]
     assert not missing, f"docs/contributing.md's module map lacks {missing}"
+
+
+#: The layers, lowest first: a module imports from its own layer's package or a lower layer, never
+#: from a higher one (bnn_zoo.cache, a leaf, is below all; the root's public API is the top, which
+#: only the command lines above the engine use).
+LAYERS = {"data": 0, "models": 0, "inference": 1, "evaluation": 2, "experiments": 3}
+
+
+def upward_imports(path: Path, layer: str) -> list[str]:
+    """The bnn_zoo imports of ``path`` (in package ``layer``) that point at a higher layer or a sibling."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bnn_zoo"):
+            modules = [node.module] if node.module != "bnn_zoo" else [f"bnn_zoo.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            modules = [a.name for a in node.names if a.name.startswith("bnn_zoo")]
+        else:
+            continue
+        for module in modules:
+            target = module.split(".")[1] if "." in module else "bnn_zoo"
+            if target == "cache" or target == layer:
+                continue
+            if target not in LAYERS or LAYERS[target] >= LAYERS[layer]:
+                if not (layer == "experiments" and target not in LAYERS):  # the commands use the public API
+                    found.append(f"line {node.lineno}: {module}")
+    return found
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+def test_imports_point_down_the_layers(layer):
+    bad = {str(p.relative_to(ROOT)): upward_imports(p, layer) for p in python_files([layer])}
+    assert {k: v for k, v in bad.items() if v} == {}
+
+
+def test_the_layer_check_finds_an_upward_import():
+    sample = ROOT / "tests" / "_layer_sample.py"
+    sample.write_text("from bnn_zoo.data import toy\nfrom bnn_zoo.experiments import runner\nimport bnn_zoo\n")
+    try:
+        assert upward_imports(sample, "inference") == ["line 2: bnn_zoo.experiments", "line 3: bnn_zoo"]
+    finally:
+        sample.unlink()

@@ -341,3 +341,45 @@ def test_draws_of_values_alone_are_evaluated_in_one_loop():
     looped = result.density.jitted[("evaluate", names)].looped
     assert len(looped) == 1 and None not in looped.values()
     np.testing.assert_array_equal(tree["posterior"]["w"].values[0], z)  # w's transform is the identity
+
+
+def test_draws_with_zero_posterior_density_give_an_infinite_q_pareto_k_and_say_so():
+    """A Uniform(0, theta) likelihood after pm.set_data puts a point above some draws' theta: those
+    draws have log p = -inf. q_pareto_k is inf (not NaN, silently), the warning gives their share,
+    and loo says why it cannot weigh them (not that a flag already on is missing)."""
+    from bnn_zoo.inference import psis, qcheck
+
+    rng = np.random.default_rng(0)
+    with pm.Model() as model:  # the bound does not bind on the data fitted (theta > 1 > y)
+        y = pm.Data("y", rng.uniform(0, 0.5, size=50))
+        t = pm.HalfNormal("t", 1)
+        pm.Uniform("obs", 0, 1 + t, observed=y, shape=y.shape)
+    result = bnn_zoo.fit(model, steps=3000, progressbar=False)
+    new = np.asarray(y.get_value()).copy()
+    new[0] = 1 + float(np.exp(result.mean["t_log__"]))  # at q's median: about half the draws exclude it
+    pm.set_data({"y": new}, model=model)
+    with pytest.warns(qcheck.ApproximationWarning, match=r"puts mass where the posterior has none: \d+ of 1000 "
+                      r"draws have log p = -inf \(q_pareto_k inf\)"):
+        idata = bnn_zoo.sample(result, 1000, random_seed=0)
+    assert idata.attrs["q_pareto_k"] == np.inf
+    impossible = int(np.isneginf(idata["sample_stats"]["log_p"]).sum())
+    assert 100 < impossible < 900
+    with pytest.raises(ValueError, match=rf"{impossible} of 1000 draws have log p = -inf: q puts mass where"):
+        psis.loo(idata)
+
+
+def test_the_next_method_after_full_rank_is_the_other_parameterisation():
+    from bnn_zoo.inference import qcheck
+
+    with pytest.warns(qcheck.ApproximationWarning, match="the model's other parameterisation"):
+        qcheck.warn_if_poor(1.3, "fullrank_advi")
+    assert "reparameterised (non-centred) model" not in qcheck.NEXT["fullrank_advi"]
+
+
+def test_an_unknown_method_lists_every_method_fit_takes():
+    x = np.random.default_rng(0).normal(size=20)
+    with pm.Model() as model:
+        pm.Normal("y", pm.Normal("b", 0, 1), 1, observed=x)
+    with pytest.raises(ValueError, match=r"valid: advi, lowrank_advi, fullrank_advi, laplace, .*bnn_zoo.Laplace\(\.\.\.\)"):
+        bnn_zoo.fit(model, method="nope")
+    assert bnn_zoo.METHODS == ("advi", "lowrank_advi", "fullrank_advi", "laplace")

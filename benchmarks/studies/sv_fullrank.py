@@ -80,8 +80,8 @@ def fits(methods) -> list[dict]:
             row[v] = round(float(post[v].mean()), 3)
             if ref:
                 row[f"{v}_error_ref_sd"] = round((row[v] - ref[v]["mean"]) / ref[v]["sd"], 2)
-        if "pareto_k" in draws.attrs:
-            row["pareto_k"] = draws.attrs["pareto_k"]
+        if "q_pareto_k" in draws.attrs:
+            row["q_pareto_k"] = draws.attrs["q_pareto_k"]
         rows.append(row)
         print(row, flush=True)
     return rows

@@ -5,7 +5,7 @@ The library in six names::
     import bnn_zoo
     result = bnn_zoo.fit(model)                        # any PyMC model; mean-field, low/full rank, Laplace
     results = bnn_zoo.fit_many([model], restarts=6)    # many fits at once; the best restart runs on
-    idata = bnn_zoo.sample(result, 1000)               # ArviZ DataTree; attrs["pareto_k"]: did VI work?
+    idata = bnn_zoo.sample(result, 1000)               # ArviZ DataTree; attrs["q_pareto_k"]: did VI work?
     pred = bnn_zoo.predict(result, {"x": x_new})       # posterior predictive on new data
     elpd = bnn_zoo.loo(idata)                          # PSIS-LOO for the approximate posterior
 
@@ -13,8 +13,8 @@ The settings that are values: :class:`ELBO` (the objective), :class:`Checkpoint`
 :class:`MeanField`, :class:`LowRank`, :class:`FullRank` and :class:`Laplace` (``fit``'s
 ``method`` with its settings). Besides these: :func:`precision` (build a model in float32),
 :class:`FitResult` (what ``fit`` returns), :func:`reweighted` (the PSIS-reweighted posterior
-means and sds), ``METHODS`` (the ADVI families' names ``fit``'s ``method`` takes:
-``"advi"``, ``"lowrank_advi"``, ``"fullrank_advi"``; and ``"laplace"``), and what a fit raises or warns:
+means and sds), ``METHODS`` (every name ``fit``'s ``method`` takes: ``"advi"``,
+``"lowrank_advi"``, ``"fullrank_advi"`` and ``"laplace"``), and what a fit raises or warns:
 :class:`NonFiniteLossError`, :class:`CheckpointError` and :class:`ConvergenceWarning`.
 These names load the engine (PyMC, JAX, ArviZ) when first used, not on
 ``import bnn_zoo``.
@@ -41,7 +41,10 @@ def __getattr__(name: str):
     # The public names load the engine (PyMC, JAX, ArviZ: seconds) when first used, so that
     # ``bnn-zoo --help`` and a mistyped command answer at once.
     if name in __all__:
-        from bnn_zoo import inference
+        try:
+            from bnn_zoo import inference
+        except AttributeError as err:  # from inside the engine's import: not "bnn_zoo has no `name`"
+            raise ImportError(f"bnn_zoo.{name}: the engine (bnn_zoo.inference) failed to load: {err}") from err
 
         value = getattr(inference, name)
         globals()[name] = value
