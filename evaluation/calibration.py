@@ -89,7 +89,10 @@ def _checked(name: str, value, kind: str, n: int | None = None, k: int | None = 
     if kind == "targets":
         a = a.ravel()
     elif kind == "draws":
-        a = np.atleast_1d(a).reshape(-1, a.shape[-1] if a.ndim else 1)
+        if a.ndim < 2 or a.size == a.shape[-1]:
+            raise ValueError(f"{name} has shape {a.shape}: one draw at each point, of which no interval can be "
+                             "made; pass the predictive draws, shape (..., draws, n)")
+        a = a.reshape(-1, a.shape[-1])
         if n is not None and a.shape[1] != n:
             raise ValueError(f"{name} has {a.shape[1]} points in its last dimension, the targets {n}")
     elif a.ndim < 2:

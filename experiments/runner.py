@@ -389,8 +389,8 @@ def check(exp: Experiment, cfg: RunConfig) -> None:
             raise UsageError("--method laplace finds the mode by L-BFGS on the full data, which minibatch "
                              "experiments do not fit in one pass; use advi or lowrank_advi")
         if cfg.beta != 1:
-            raise UsageError(f"--beta {cfg.beta:g}: the Laplace approximation has no KL weight (it takes the "
-                             "posterior's mode and curvature); use --beta 1, or an ADVI --method")
+            raise UsageError(f"--method laplace takes no KL weight (it takes the posterior's mode and curvature), "
+                             f"and this run's --beta is {cfg.beta:g}; pass --beta 1, or an ADVI --method")
     if cfg.steps > MAX_STEPS or (cfg.epochs or 0) > MAX_STEPS:
         flag = "--epochs" if cfg.epochs else "--steps"
         raise UsageError(f"{flag} {cfg.epochs or cfg.steps:,} is more than {MAX_STEPS:,} steps")

@@ -254,7 +254,7 @@ def fit(
         return fit_laplace(model, Laplace() if method == "laplace" else method, steps=steps,
                            random_seed=random_seed)
     model, batch_size, minibatch = unwrap_minibatch(model, batch_size, minibatch)
-    family, _ = methods.resolve(method)
+    family, _ = methods.resolve(method, laplace=True)
     objective = ELBO() if objective is None else objective
     if checkpoint is not None and not isinstance(checkpoint, Checkpoint):
         raise ValueError(f"checkpoint must be a bnn_zoo.Checkpoint(path, every=..., resume=...), "

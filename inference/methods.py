@@ -129,13 +129,16 @@ def _check_init_std(spec) -> None:
         raise ValueError(f"{type(spec).__name__}'s init_std must be positive and finite, got {value!r}")
 
 
-def resolve(method) -> tuple[Family, float]:
+def resolve(method, laplace: bool = False) -> tuple[Family, float]:
     """The family and initial sd that ``bnn_zoo.fit``'s ``method`` names.
 
     Parameters
     ----------
     method : {"advi", "lowrank_advi", "fullrank_advi"} or MeanField or LowRank or FullRank
         An ADVI method's name (at the default ``init_std`` and rank) or a family value.
+    laplace : bool, default False
+        Whether the caller also takes the Laplace approximation (``bnn_zoo.fit``,
+        which handles it before calling this): the error then lists it.
 
     Returns
     -------
@@ -159,9 +162,10 @@ def resolve(method) -> tuple[Family, float]:
     if method == "laplace" or getattr(method, "name", None) == "laplace":
         raise ValueError("method='laplace' is bnn_zoo.fit's alone: fit_many and the ADVI engine fit the "
                          f"families {', '.join(FAMILIES)}")
-    raise ValueError(f"unknown method {method!r}; valid: {', '.join(METHODS)}, bnn_zoo.MeanField(...), "
-                     "bnn_zoo.LowRank(...), bnn_zoo.FullRank(...) or bnn_zoo.Laplace(...) "
-                     "(docs/user_guide/families.md)")
+    names, values = (METHODS, ", bnn_zoo.FullRank(...) or bnn_zoo.Laplace(...)") if laplace else (
+        tuple(FAMILIES), " or bnn_zoo.FullRank(...)")
+    raise ValueError(f"unknown method {method!r}; valid: {', '.join(names)}, bnn_zoo.MeanField(...), "
+                     f"bnn_zoo.LowRank(...){values} (docs/user_guide/families.md)")
 
 
 def spec(name: str, init_std: float = defaults.INIT_STD):

@@ -221,3 +221,12 @@ def test_psense_warns_on_the_draws_of_a_poor_q_and_points_a_pm_sample_user_to_co
         warnings.simplefilter("error", ApproximationWarning)
         table = sensitivity.prior_sensitivity(nuts_like, fit.model, var_names=["scale_0"])
     assert table.loc["scale_0", "prior"] > 0
+
+
+def test_one_draw_per_point_is_refused_not_scored_as_no_coverage():
+    """1-D draws (a point prediction) gave coverage 0 and width 0 at every level, without a word."""
+    rng = np.random.default_rng(0)
+    y, draws = rng.normal(size=40), rng.normal(size=(100, 40))
+    for one in (draws[0], draws[:1]):
+        with pytest.raises(ValueError, match=r"draws has shape \(.*\): one draw at each point"):
+            calibration.interval_coverage(y, one)

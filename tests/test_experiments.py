@@ -313,4 +313,4 @@ def test_every_method_is_fitted_and_recorded_as_the_fit_reports(tmp_path, method
 def test_laplace_refuses_what_it_does_not_take(tmp_path, capsys):
     code = main(["--method", "laplace", "--beta", "0.5", "--out", str(tmp_path)], dataset="moons")
     assert code == 2
-    assert "--beta 0.5: the Laplace approximation has no KL weight" in capsys.readouterr().err
+    assert "--method laplace takes no KL weight" in capsys.readouterr().err

@@ -383,3 +383,6 @@ def test_an_unknown_method_lists_every_method_fit_takes():
     with pytest.raises(ValueError, match=r"valid: advi, lowrank_advi, fullrank_advi, laplace, .*bnn_zoo.Laplace\(\.\.\.\)"):
         bnn_zoo.fit(model, method="nope")
     assert bnn_zoo.METHODS == ("advi", "lowrank_advi", "fullrank_advi", "laplace")
+    with pytest.raises(ValueError, match=r"valid: advi, lowrank_advi, fullrank_advi, bnn_zoo.MeanField\(\.\.\.\), "
+                       r"bnn_zoo.LowRank\(\.\.\.\) or bnn_zoo.FullRank\(\.\.\.\) "):
+        bnn_zoo.fit_many([model], method="nope")  # fit_many takes no Laplace, and does not list it
