@@ -31,7 +31,7 @@ import numpy as np
 from bnn_zoo.evaluation import plots
 from bnn_zoo.evaluation.metrics import accuracy
 from bnn_zoo.evaluation.pruning import FRACTIONS, SCORES, cutoff, prune_table, pruning_masks
-from bnn_zoo.experiments import mnist_shared, runner
+from bnn_zoo.experiments import config, mnist_shared, runner
 from bnn_zoo.experiments.fit_flags import fit_settings
 from bnn_zoo.experiments.flags import UsageError, positive_float
 from bnn_zoo.inference.sampling import point_posterior
@@ -171,7 +171,7 @@ def network_weights(fit) -> np.ndarray:
                            if name.startswith(("W_", "b_"))])
 
 
-def evaluate(cfg: BBBConfig, data: mnist_shared.Data, fits, idata) -> runner.Evaluation:
+def evaluate(cfg: BBBConfig, data: mnist_shared.Data, fits, idata) -> config.Evaluation:
     """A fitted run's test and validation errors, calibration and, with ``prune``, its pruning.
 
     Predicts the test and validation images with the posterior draws, scores the test images
@@ -194,7 +194,7 @@ def evaluate(cfg: BBBConfig, data: mnist_shared.Data, fits, idata) -> runner.Eva
 
     Returns
     -------
-    bnn_zoo.experiments.runner.Evaluation
+    bnn_zoo.experiments.config.Evaluation
         The metrics (the test metrics, ``test_error``, ``val_error``,
         ``test_error_mean_weights``, ``n_train``, ``n_test`` and, with ``prune``,
         ``snr_cutoffs_db``), and ``reliability.csv`` and, with ``prune``, ``pruning.csv`` for
@@ -239,15 +239,15 @@ def evaluate(cfg: BBBConfig, data: mnist_shared.Data, fits, idata) -> runner.Eva
                                                            "weights kept after pruning"),
                    fig_dir / f"pruned_weights_{name}.png")
         metrics["snr_cutoffs_db"] = {f"{f:g}": 10 * np.log10(cutoff(snr, f)) for f in cut}
-    return runner.Evaluation(metrics=metrics, files=files)
+    return config.Evaluation(metrics=metrics, files=files)
 
 
-def report(r: runner.Record) -> str:
+def report(r: config.Record) -> str:
     """A finished run as one line: test errors of the draws and of the mean weights, NLL, ECE, time.
 
     Parameters
     ----------
-    r : bnn_zoo.experiments.runner.Record
+    r : bnn_zoo.experiments.config.Record
         The finished run.
 
     Returns
@@ -264,7 +264,7 @@ def report(r: runner.Record) -> str:
 
 #: The experiment for the runner: ``bnn-zoo mnist-bbb``, with :data:`DEFAULTS`, minibatches and
 #: checkpoints, and no posterior draws in ``idata.nc``.
-EXPERIMENT = runner.Experiment(
+EXPERIMENT = config.Experiment(
     name="mnist-bbb",
     description="Bayes by Backprop (mean-field ADVI) on a 784-H-H-10 ReLU MLP for MNIST, with test "
                 "errors, calibration and signal-to-noise pruning.",

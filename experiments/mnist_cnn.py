@@ -27,7 +27,7 @@ import pandas as pd
 
 from bnn_zoo.evaluation import plots
 from bnn_zoo.evaluation.metrics import per_input_uncertainty
-from bnn_zoo.experiments import mnist_shared, runner
+from bnn_zoo.experiments import config, mnist_shared, runner
 from bnn_zoo.experiments.fit_flags import fit_settings
 from bnn_zoo.experiments.flags import UsageError, positive_int
 from bnn_zoo.models import HYPERPRIORS, WEIGHT_PRIORS
@@ -134,7 +134,7 @@ def model(cfg: CNNConfig, data: mnist_shared.Data):
                           prior=cfg.prior, hyperprior=cfg.hyperprior, hyperprior_params=params)
 
 
-def evaluate(cfg: CNNConfig, data: mnist_shared.Data, fits, idata) -> runner.Evaluation:
+def evaluate(cfg: CNNConfig, data: mnist_shared.Data, fits, idata) -> config.Evaluation:
     """A fitted run's test metrics, per-image uncertainties and figures.
 
     Predicts every test image with the posterior draws, scores them
@@ -157,7 +157,7 @@ def evaluate(cfg: CNNConfig, data: mnist_shared.Data, fits, idata) -> runner.Eva
 
     Returns
     -------
-    bnn_zoo.experiments.runner.Evaluation
+    bnn_zoo.experiments.config.Evaluation
         The metrics (``n_train``, ``n_test``, the test metrics and ``test_error``), and
         ``reliability.csv`` and ``per_image.csv`` (each test image's label, prediction,
         expected error and variance) for the run folder.
@@ -188,16 +188,16 @@ def evaluate(cfg: CNNConfig, data: mnist_shared.Data, fits, idata) -> runner.Eva
     unsure = np.argsort(-unc["expected_error"], kind="stable")[:12]
     plots.save(plots.image_grid(test.X_test[unsure], captions(unsure), "Test images with the highest expected error"),
                fig_dir / f"least_confident_{name}.png")
-    return runner.Evaluation(metrics={"n_train": len(data.X_train), "n_test": len(test.X_test),
+    return config.Evaluation(metrics={"n_train": len(data.X_train), "n_test": len(test.X_test),
                                       **metrics}, files=files)
 
 
-def report(r: runner.Record) -> str:
+def report(r: config.Record) -> str:
     """A finished run as one line: test error, NLL, ECE, fit and predict times, and its folder.
 
     Parameters
     ----------
-    r : bnn_zoo.experiments.runner.Record
+    r : bnn_zoo.experiments.config.Record
         The finished run.
 
     Returns
@@ -212,7 +212,7 @@ def report(r: runner.Record) -> str:
 
 #: The experiment for the runner: ``bnn-zoo mnist-cnn``, with :data:`DEFAULTS`, minibatches and
 #: checkpoints, and no posterior draws in ``idata.nc``.
-EXPERIMENT = runner.Experiment(
+EXPERIMENT = config.Experiment(
     name="mnist-cnn",
     description="Fit Zharikov et al.'s Bayesian CNN to MNIST by minibatch ADVI and analyse its predictive "
                 "uncertainty.",

@@ -23,7 +23,7 @@ from bnn_zoo.data import mnist
 from bnn_zoo.evaluation import plots
 from bnn_zoo.evaluation.calibration import coverage_metrics
 from bnn_zoo.evaluation.metrics import all_metrics, reliability_table
-from bnn_zoo.experiments import runner
+from bnn_zoo.experiments import config
 from bnn_zoo.experiments.flags import positive_int
 
 __all__ = ["Data", "MNISTConfig", "classification", "data_arguments", "data_settings", "load",
@@ -31,8 +31,8 @@ __all__ = ["Data", "MNISTConfig", "classification", "data_arguments", "data_sett
 
 
 @dataclass(frozen=True)
-class MNISTConfig(runner.RunConfig):
-    """One MNIST run's settings: :class:`~bnn_zoo.experiments.runner.RunConfig`'s, and these.
+class MNISTConfig(config.RunConfig):
+    """One MNIST run's settings: :class:`~bnn_zoo.experiments.config.RunConfig`'s, and these.
 
     The run folder is ``<out>/<dataset>/<prior>-<hyperprior>-s<seed>``.
 

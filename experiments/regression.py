@@ -40,7 +40,7 @@ from bnn_zoo.data import regression
 from bnn_zoo.evaluation import calibration_plots, comparison_plots, plots
 from bnn_zoo.evaluation.calibration import coverage_metrics
 from bnn_zoo.evaluation.metrics import predictive_interval
-from bnn_zoo.experiments import runner
+from bnn_zoo.experiments import config, runner
 from bnn_zoo.experiments.fit_flags import fit_settings
 from bnn_zoo.experiments.flags import int_list, nonneg_float, positive_float
 from bnn_zoo.inference.io import write_text
@@ -73,8 +73,8 @@ PREDICTIVE_REPLICAS = 4  # noise draws per posterior draw for the predictive int
 
 
 @dataclass(frozen=True)
-class RegressionConfig(runner.RunConfig):
-    """One regression run's settings: :class:`~bnn_zoo.experiments.runner.RunConfig`'s, and these.
+class RegressionConfig(config.RunConfig):
+    """One regression run's settings: :class:`~bnn_zoo.experiments.config.RunConfig`'s, and these.
 
     The run folder is ``<out>/regression/<task>-beta<beta>-s<seed>``, tagged ``-r<restarts>``
     when the restarts are not the task's default (:data:`ARCHITECTURE`).
@@ -242,7 +242,7 @@ def spread(mean: np.ndarray, sd: np.ndarray, task: regression.Task) -> dict:
             "sd_ratio_out_in": float(sd[~inside].mean() / sd[inside].mean())}
 
 
-def evaluate(cfg: RegressionConfig, task: regression.Task, fits, idata) -> runner.Evaluation:
+def evaluate(cfg: RegressionConfig, task: regression.Task, fits, idata) -> config.Evaluation:
     """A fitted run's metrics and its predictions on the grid.
 
     Predicts the network output ``mu`` on the grid and the test points with the posterior
@@ -262,7 +262,7 @@ def evaluate(cfg: RegressionConfig, task: regression.Task, fits, idata) -> runne
 
     Returns
     -------
-    bnn_zoo.experiments.runner.Evaluation
+    bnn_zoo.experiments.config.Evaluation
         The metrics (the module's, :func:`spread`'s, ``rmse_in_vs_e0``, ``rmse_test``,
         ``sigma_mean``, the test intervals' coverage and width, raw and conformal
         (:func:`~bnn_zoo.evaluation.calibration.coverage_metrics`, names ending in ``_in``), and
@@ -300,17 +300,17 @@ def evaluate(cfg: RegressionConfig, task: regression.Task, fits, idata) -> runne
     rows = np.column_stack([task.x_grid, task.mean_grid, task.f_grid, mean, sd, lo_grid, hi_grid, inside])
     text = "\n".join(["x,truth_mean,truth_e0,mean,sd,lo95,hi95,in_range",
                       *(",".join(f"{v:.6g}" for v in row) for row in rows)]) + "\n"
-    return runner.Evaluation(metrics=metrics, files={"grid.csv": lambda path: write_text(path, text)},
+    return config.Evaluation(metrics=metrics, files={"grid.csv": lambda path: write_text(path, text)},
                              summary={"task": task, "panel": {"mean": mean, "sd": sd, "lo": lo_grid,
                                                               "hi": hi_grid}})
 
 
-def report(r: runner.Record) -> str:
+def report(r: config.Record) -> str:
     """A finished run as one line: its metrics, fit time and folder.
 
     Parameters
     ----------
-    r : bnn_zoo.experiments.runner.Record
+    r : bnn_zoo.experiments.config.Record
         The finished run.
 
     Returns
@@ -355,7 +355,7 @@ def summarize(args, records: list) -> str:
     ----------
     args : argparse.Namespace
         The parsed flags.
-    records : list of bnn_zoo.experiments.runner.Record
+    records : list of bnn_zoo.experiments.config.Record
         The finished runs.
 
     Returns
@@ -387,7 +387,7 @@ def summarize(args, records: list) -> str:
 
 
 #: The experiment for the runner: ``bnn-zoo regression``, with :data:`DEFAULTS`.
-EXPERIMENT = runner.Experiment(
+EXPERIMENT = config.Experiment(
     name="regression",
     description="Fit Bayesian MLP regressors by mean-field ADVI to Garg's sine wave and Blundell "
                 "et al.'s curve for a sweep of KL weights; write metrics and one figure per task.",

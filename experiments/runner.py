@@ -41,7 +41,7 @@ import pymc as pm
 
 import bnn_zoo
 from bnn_zoo.data.mnist import MNISTError
-from bnn_zoo.experiments.config import Evaluation, Experiment, Record, RunConfig
+from bnn_zoo.experiments.config import Experiment, Record, RunConfig
 from bnn_zoo.experiments.fit_flags import build_parser
 from bnn_zoo.experiments.flags import UsageError, check_writable
 from bnn_zoo.experiments.resources import run_lock

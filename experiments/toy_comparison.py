@@ -73,7 +73,7 @@ def write_comparison(args, runs: list, split, grid: tuple) -> str:
     ----------
     args : argparse.Namespace
         The parsed flags (``out``, ``figures``, ``priors``, ``hyperprior``, ``hyperpriors``).
-    runs : list of bnn_zoo.experiments.runner.Record
+    runs : list of bnn_zoo.experiments.config.Record
         The data set's finished runs, one per pair; their ``summary`` holds the grid's mean
         prediction, the PSIS-LOO result and the posterior.
     split : bnn_zoo.data.toy.Split

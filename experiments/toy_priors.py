@@ -32,7 +32,7 @@ from bnn_zoo.data import toy
 from bnn_zoo.evaluation import calibration_plots, plots, sensitivity
 from bnn_zoo.evaluation.calibration import coverage_metrics
 from bnn_zoo.evaluation.metrics import all_metrics
-from bnn_zoo.experiments import runner
+from bnn_zoo.experiments import config, runner
 from bnn_zoo.experiments.fit_flags import fit_settings
 from bnn_zoo.experiments.runtime import small_program_xla_flags
 from bnn_zoo.inference.qcheck import ApproximationWarning
@@ -84,8 +84,8 @@ DEFAULTS = dict(steps=10_000, lr=0.05, lr_schedule="cosine", lr_final=0.01, init
 
 
 @dataclass(frozen=True)
-class ToyConfig(runner.RunConfig):
-    """One toy run's settings: :class:`~bnn_zoo.experiments.runner.RunConfig`'s, and these.
+class ToyConfig(config.RunConfig):
+    """One toy run's settings: :class:`~bnn_zoo.experiments.config.RunConfig`'s, and these.
 
     The run folder is ``<out>/<dataset>/<prior>-<hyperprior>-s<seed>``.
 
@@ -244,7 +244,7 @@ def model(cfg: ToyConfig, split: toy.Split):
                           hyperprior=cfg.hyperprior, hyperprior_params=hyperprior_params(cfg.hyperprior))
 
 
-def evaluate(cfg: ToyConfig, split: toy.Split, fits, idata) -> runner.Evaluation:
+def evaluate(cfg: ToyConfig, split: toy.Split, fits, idata) -> config.Evaluation:
     """A fitted run's metrics, its ArviZ summary and, if asked, its uncertainty map.
 
     Parameters
@@ -260,7 +260,7 @@ def evaluate(cfg: ToyConfig, split: toy.Split, fits, idata) -> runner.Evaluation
 
     Returns
     -------
-    bnn_zoo.experiments.runner.Evaluation
+    bnn_zoo.experiments.config.Evaluation
         The metrics (:func:`bnn_zoo.evaluation.metrics.all_metrics`, the prediction sets'
         coverage and size, raw and conformal (:func:`bnn_zoo.evaluation.calibration.coverage_metrics`), the Bayes-optimal
         classifier's, PSIS-LOO's ELPD and Pareto k, and the power-scaling sensitivities:
@@ -315,7 +315,7 @@ def evaluate(cfg: ToyConfig, split: toy.Split, fits, idata) -> runner.Evaluation
             plots.save(sensitivity.plot(idata, scales, title=f"{cfg.dataset} ({pair}): power-scaled posteriors"),
                        fig_dir / f"psense_{pair}.png")
     summary = az.summary(idata, kind="stats", round_to="none")
-    return runner.Evaluation(
+    return config.Evaluation(
         metrics=metrics, files={"summary.csv": lambda path: summary.to_csv(path),
                                 "psense.csv": lambda path: psense.to_csv(path, float_format="%.4g")},
         summary={"grid_mean": proba_grid[..., 1].mean(0) if cfg.grid else None, "loo": elpd,
@@ -342,12 +342,12 @@ def bayes_reference(cfg: ToyConfig, split: toy.Split) -> dict:
     return toy.bayes_metrics(cfg.dataset, split.X_test, split.y_test, cfg.noise)
 
 
-def report(r: runner.Record) -> str:
+def report(r: config.Record) -> str:
     """A finished run as one line: its metrics against the Bayes-optimal classifier's, and its folder.
 
     Parameters
     ----------
-    r : bnn_zoo.experiments.runner.Record
+    r : bnn_zoo.experiments.config.Record
         The finished run.
 
     Returns
@@ -374,7 +374,7 @@ def summarize(args, records: list) -> str:
     ----------
     args : argparse.Namespace
         The parsed flags.
-    records : list of bnn_zoo.experiments.runner.Record
+    records : list of bnn_zoo.experiments.config.Record
         The finished runs.
 
     Returns
@@ -393,7 +393,7 @@ def summarize(args, records: list) -> str:
     return "\n".join(out)
 
 
-def experiment(dataset: str | None = None) -> runner.Experiment:
+def experiment(dataset: str | None = None) -> config.Experiment:
     """The toy experiment for the runner: ``bnn-zoo <dataset>``.
 
     Parameters
@@ -403,10 +403,10 @@ def experiment(dataset: str | None = None) -> runner.Experiment:
 
     Returns
     -------
-    bnn_zoo.experiments.runner.Experiment
+    bnn_zoo.experiments.config.Experiment
         The experiment, with :data:`DEFAULTS` and PSIS-LOO on.
     """
-    return runner.Experiment(
+    return config.Experiment(
         name=dataset or "toy",
         description=f"Fit a hierarchical Bayesian MLP (2-5-5-2, tanh) to {dataset or 'toy data'} by "
                     "ADVI; write metrics, posterior draws and an uncertainty map.",
