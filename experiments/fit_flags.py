@@ -21,7 +21,7 @@ from bnn_zoo.inference import optim
 from bnn_zoo.inference.estimators import ESTIMATORS
 from bnn_zoo.inference.methods import METHODS
 
-__all__ = ["add_fit_arguments", "build_parser", "fit_settings"]
+__all__ = ["ADVI_ONLY", "add_fit_arguments", "build_parser", "fit_settings", "flag_defaults"]
 
 
 def add_fit_arguments(p: argparse.ArgumentParser, exp: Experiment) -> None:
@@ -39,7 +39,7 @@ def add_fit_arguments(p: argparse.ArgumentParser, exp: Experiment) -> None:
         Its ``defaults`` override :class:`~bnn_zoo.experiments.config.RunConfig`'s, and its
         ``minibatches`` and ``jobs`` decide which flags there are.
     """
-    d = {f.name: f.default for f in dataclasses.fields(RunConfig)} | exp.defaults
+    d = flag_defaults(exp)
     g = p.add_argument_group("fit")
     g.add_argument("--method", choices=METHODS, default=d["method"],
                    help="q: a mean-field, low-rank or full-rank Gaussian fitted by ADVI, or the Laplace "
@@ -140,6 +140,28 @@ def fit_settings(args: argparse.Namespace) -> dict:
     out = {k: v for k, v in vars(args).items() if k in keys}
     out["progress"] = not args.no_progress
     return out
+
+
+#: The shared flags that set ADVI alone, which ``--method laplace`` refuses when they are given.
+ADVI_ONLY = ("optimizer", "lr", "lr_schedule", "lr_final", "init_std", "mc_samples", "path_derivative",
+             "fullrank_lr", "average")
+
+
+def flag_defaults(exp: Experiment) -> dict:
+    """The shared flags' defaults for ``exp``: :class:`~bnn_zoo.experiments.config.RunConfig`'s, with the
+    experiment's own ``defaults`` over them.
+
+    Parameters
+    ----------
+    exp : Experiment
+        The experiment.
+
+    Returns
+    -------
+    dict
+        Field name -> default.
+    """
+    return {f.name: f.default for f in dataclasses.fields(RunConfig)} | exp.defaults
 
 
 def build_parser(exp: Experiment, prog: str) -> argparse.ArgumentParser:

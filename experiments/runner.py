@@ -42,7 +42,7 @@ import pymc as pm
 import bnn_zoo
 from bnn_zoo.data.mnist import MNISTError
 from bnn_zoo.experiments.config import Experiment, Record, RunConfig
-from bnn_zoo.experiments.fit_flags import build_parser
+from bnn_zoo.experiments.fit_flags import ADVI_ONLY, build_parser, flag_defaults
 from bnn_zoo.experiments.flags import UsageError, check_writable
 from bnn_zoo.experiments.resources import run_lock
 from bnn_zoo.experiments.runtime import keep_interrupts, run_many, use_compilation_cache, xla_flags
@@ -391,6 +391,11 @@ def check(exp: Experiment, cfg: RunConfig) -> None:
         if cfg.beta != 1:
             raise UsageError(f"--method laplace takes no KL weight (it takes the posterior's mode and curvature), "
                              f"and this run's --beta is {cfg.beta:g}; pass --beta 1, or an ADVI --method")
+        defaults = flag_defaults(exp)
+        given = [name for name in ADVI_ONLY if getattr(cfg, name) != defaults[name]]
+        if given:
+            raise UsageError(f"--{given[0].replace('_', '-')} {getattr(cfg, given[0])}: --method laplace finds the "
+                             "mode by L-BFGS and takes no ADVI setting; drop the flag, or use an ADVI --method")
     if cfg.steps > MAX_STEPS or (cfg.epochs or 0) > MAX_STEPS:
         flag = "--epochs" if cfg.epochs else "--steps"
         raise UsageError(f"{flag} {cfg.epochs or cfg.steps:,} is more than {MAX_STEPS:,} steps")

@@ -310,7 +310,12 @@ def test_every_method_is_fitted_and_recorded_as_the_fit_reports(tmp_path, method
     assert len(metrics["elbo_restarts"]) == 2 and 0.5 < metrics["accuracy"] <= 1
 
 
-def test_laplace_refuses_what_it_does_not_take(tmp_path, capsys):
-    code = main(["--method", "laplace", "--beta", "0.5", "--out", str(tmp_path)], dataset="moons")
+@pytest.mark.parametrize("flags, message", [
+    (["--beta", "0.5"], "--method laplace takes no KL weight"),
+    (["--mc-samples", "4"], "--mc-samples 4: --method laplace finds the mode by L-BFGS and takes no ADVI setting"),
+    (["--lr", "0.2"], "--lr 0.2: --method laplace finds the mode by L-BFGS"),
+])
+def test_laplace_refuses_what_it_does_not_take(tmp_path, capsys, flags, message):
+    code = main(["--method", "laplace", *flags, "--out", str(tmp_path / "out")], dataset="moons")
     assert code == 2
-    assert "--method laplace takes no KL weight" in capsys.readouterr().err
+    assert message in capsys.readouterr().err and not (tmp_path / "out").exists()
