@@ -44,7 +44,9 @@ def _q_pareto_k(idata: DataTree) -> float:
 
     NaN for draws without one (``pm.sample``'s, or ``bnn_zoo.sample``'s without log-likelihood).
     """
-    k = idata.attrs.get("q_pareto_k", idata.attrs.get("pareto_k"))
+    from bnn_zoo.inference.qcheck import NAME  # the engine: loaded when used
+
+    k = idata.attrs.get(NAME, idata.attrs.get("pareto_k"))  # "pareto_k": DataTrees written before the rename
     return math.nan if k is None else float(k)
 
 
