@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["accuracy", "all_metrics", "auroc", "brier", "ece", "log_predictive", "mutual_information", "nll",
-           "per_input_uncertainty", "predictive_entropy", "predictive_interval", "reliability_table"]
+           "per_input_uncertainty", "predictive_entropy", "predictive_interval", "reliability_table", "scores"]
 
 
 def _mean(proba: np.ndarray) -> np.ndarray:
@@ -33,26 +33,38 @@ def accuracy(proba, y) -> float:
     float
         The share correct.
     """
-    return float(np.mean(_mean(proba).argmax(axis=1) == np.asarray(y)))
+    return float(_accuracy(_mean(proba), np.asarray(y), np))
 
 
-def log_predictive(proba, y) -> np.ndarray:
+def _accuracy(p, y, xp):
+    return xp.mean((p.argmax(axis=1) == y).astype(p.dtype))
+
+
+def log_predictive(proba, y, xp=np):
     """Each point's log posterior predictive density, ``log mean_s p(y_i | w_s)``.
 
     Parameters
     ----------
-    proba : numpy.ndarray
-        Class probabilities, (draws, n, classes) or their posterior mean (n, classes).
-    y : numpy.ndarray of int
+    proba : array
+        Class probabilities, (draws, n, classes) or their posterior mean
+        (n, classes); with an ``xp`` other than NumPy, the mean.
+    y : array of int
         The labels, (n,).
+    xp : module, default numpy
+        The array namespace (``jax.numpy`` in a compiled program).
 
     Returns
     -------
-    numpy.ndarray
+    array
         (n,) log densities.
     """
-    p = _mean(proba)[np.arange(len(y)), np.asarray(y)]
-    return np.log(np.clip(p, 1e-300, None))
+    if xp is np:
+        return _log_predictive(_mean(proba), np.asarray(y), np)
+    return _log_predictive(proba, y, xp)
+
+
+def _log_predictive(p, y, xp):
+    return xp.log(xp.clip(p[xp.arange(len(y)), y], 1e-300, None))
 
 
 def nll(proba, y) -> float:
@@ -70,7 +82,11 @@ def nll(proba, y) -> float:
     float
         The mean, in nats.
     """
-    return float(-np.mean(log_predictive(proba, y)))
+    return float(_nll(_mean(proba), np.asarray(y), np))
+
+
+def _nll(p, y, xp):
+    return -xp.mean(_log_predictive(p, y, xp))
 
 
 def brier(proba, y) -> float:
@@ -88,9 +104,11 @@ def brier(proba, y) -> float:
     float
         The Brier score.
     """
-    p = _mean(proba)
-    onehot = np.eye(p.shape[1])[np.asarray(y)]
-    return float(np.mean(np.sum((p - onehot) ** 2, axis=1)))
+    return float(_brier(_mean(proba), np.asarray(y), np))
+
+
+def _brier(p, y, xp):
+    return xp.mean(xp.sum((p - xp.eye(p.shape[1])[y]) ** 2, axis=1))
 
 
 def reliability_table(proba, y, n_bins: int = 10) -> dict[str, np.ndarray]:
@@ -113,15 +131,22 @@ def reliability_table(proba, y, n_bins: int = 10) -> dict[str, np.ndarray]:
     dict of str to numpy.ndarray
         ``count``, ``confidence`` and ``accuracy`` per bin.
     """
-    p = _mean(proba)
+    return _reliability(_mean(proba), np.asarray(y), n_bins, np)
+
+
+def _reliability(p, y, n_bins, xp):
     confidence = p.max(axis=1)
-    correct = p.argmax(axis=1) == np.asarray(y)
-    bins = np.minimum((confidence * n_bins).astype(int), n_bins - 1)
-    count = np.bincount(bins, minlength=n_bins)
+    correct = (p.argmax(axis=1) == y).astype(p.dtype)
+    bins = xp.minimum((confidence * n_bins).astype(int), n_bins - 1)
+    count = _bincount(xp, bins, None, n_bins)
     with np.errstate(invalid="ignore", divide="ignore"):
-        conf = np.bincount(bins, confidence, minlength=n_bins) / count
-        acc = np.bincount(bins, correct, minlength=n_bins) / count
+        conf = _bincount(xp, bins, confidence, n_bins) / count
+        acc = _bincount(xp, bins, correct, n_bins) / count
     return {"count": count, "confidence": conf, "accuracy": acc}
+
+
+def _bincount(xp, x, weights, n):
+    return xp.bincount(x, weights, minlength=n) if xp is np else xp.bincount(x, weights, length=n)
 
 
 def ece(proba, y, n_bins: int = 10) -> float:
@@ -141,10 +166,14 @@ def ece(proba, y, n_bins: int = 10) -> float:
     float
         The bins' mean ``|accuracy - confidence|``, weighted by their counts.
     """
-    table = reliability_table(proba, y, n_bins)
+    return float(_ece(_mean(proba), np.asarray(y), n_bins, np))
+
+
+def _ece(p, y, n_bins, xp):
+    table = _reliability(p, y, n_bins, xp)
     used = table["count"] > 0
-    weights = table["count"][used] / table["count"].sum()
-    return float(np.sum(weights * np.abs(table["accuracy"][used] - table["confidence"][used])))
+    weights = table["count"] / table["count"].sum()
+    return xp.sum(xp.where(used, weights * xp.abs(table["accuracy"] - table["confidence"]), 0.0))
 
 
 def per_input_uncertainty(proba: np.ndarray) -> dict[str, np.ndarray]:
@@ -193,7 +222,34 @@ def all_metrics(proba, y) -> dict[str, float]:
     dict of str to float
         ``accuracy``, ``nll``, ``brier`` and ``ece``.
     """
-    return {f.__name__: f(proba, y) for f in (accuracy, nll, brier, ece)}
+    return {name: float(v) for name, v in scores(_mean(proba), np.asarray(y)).items()}
+
+
+def scores(p, y, xp=np, n_bins: int = 10) -> dict:
+    """:func:`all_metrics` of a posterior mean ``p``, as arrays of the namespace ``xp``.
+
+    The one place the four metrics are computed: :func:`all_metrics` calls it
+    with NumPy, a sweep's device program with ``jax.numpy`` (traced, and
+    vmapped over fits).
+
+    Parameters
+    ----------
+    p : array
+        The posterior mean class probabilities, (n, classes).
+    y : array of int
+        The labels, (n,).
+    xp : module, default numpy
+        The array namespace.
+    n_bins : int, default 10
+        The ECE's bins.
+
+    Returns
+    -------
+    dict of str to array
+        ``accuracy``, ``nll``, ``brier`` and ``ece``, 0-d each.
+    """
+    return {"accuracy": _accuracy(p, y, xp), "nll": _nll(p, y, xp),
+            "brier": _brier(p, y, xp), "ece": _ece(p, y, n_bins, xp)}
 
 
 # --- uncertainty: out-of-distribution detection ---------------------------------

@@ -2,11 +2,12 @@
 
 :func:`fit_task` fits a task of ``bnn-zoo sweep`` (a list of toy
 configurations of one :func:`~bnn_zoo.experiments.sweep_spec.structure`)
-together in a :class:`Batch`, and scores each fit's q as ``bnn-zoo moons``
-would (:func:`evaluate`); :func:`kfold_task` refits each on K folds of its
-training data, :func:`kfold_elpd` turns a record's folds into ArviZ's
-ELPD, and :func:`bayes_task` is a data set's Bayes-optimal reference. They
-run on a Dask worker or in this process, and write nothing.
+together in a :class:`Batch`, and scores every fit's q as ``bnn-zoo moons``
+would in one device program (:func:`~bnn_zoo.experiments.sweep_eval.score`);
+the host only writes the records. :func:`kfold_task` refits each on K folds
+of its training data, :func:`kfold_elpd` turns a record's folds into
+ArviZ's ELPD, and :func:`bayes_task` is a data set's Bayes-optimal
+reference. They run on a Dask worker or in this process, and write nothing.
 """
 
 from __future__ import annotations
@@ -15,22 +16,24 @@ import dataclasses
 import json
 import time
 
+import jax
 import numpy as np
 
+from bnn_zoo.experiments import sweep_eval
 from bnn_zoo.experiments import toy_priors as toy
 from bnn_zoo.experiments.runner import make_optimizer
 from bnn_zoo.experiments.sweep_spec import KEY_FIELDS, fit_key
 
-__all__ = ["Batch", "bayes_task", "evaluate", "fit_task", "folds", "kfold_elpd", "kfold_task"]
+__all__ = ["Batch", "bayes_task", "evaluate", "fit_task", "folds", "kfold_elpd", "kfold_task", "scores"]
 
 
 class Batch:
     """Fits of one structure (each with its restarts) run as one vmapped program.
 
     ``trains[i]`` is fit ``i``'s training data ``(X, y)``; the model is
-    built on the first. ``best(i)`` is fit ``i``'s q with the highest ELBO
-    over its restarts, picked as the toy experiment picks (early, or at the
-    end), with its row, the restarts' ELBOs and the picked restart.
+    built on the first. :meth:`candidates` are the rows of :attr:`out` fit
+    ``i`` picks its q from (its restarts, when they were not picked early),
+    and :meth:`qs` their q's, stacked for a device program.
 
     Parameters
     ----------
@@ -97,21 +100,20 @@ class Batch:
         """q's parameters of one row (a fit's restart) of :attr:`out`."""
         return {k: v[row] for k, v in self.out.params.items()}
 
-    def best(self, i: int):
-        """``(q, row, restarts' ELBOs or None, picked restart or None)`` of fit ``i``."""
-        from bnn_zoo.inference.restarts import q_elbo
+    @property
+    def late_pick(self) -> bool:
+        """Whether each fit's restarts all ran to the end, to be picked by q's ELBO."""
+        return self.out.picked is None and self.R > 1
 
-        if self.out.picked is not None:  # picked early: one row per fit
-            return (self.family.mean_and_factor(self.params(i)), i, self.out.pick_scores[i].tolist(),
-                    int(self.out.picked[i]))
-        rows = range(i * self.R, (i + 1) * self.R)
-        qs = [self.family.mean_and_factor(self.params(r)) for r in rows]
-        if self.R == 1:
-            return qs[0], rows[0], None, None
-        # q's ELBO from 1,000 draws, as the toy experiment picks its restarts
-        elbos = [q_elbo(self.density, q, self.trains[i], seed=self.cfgs[i].seed)[0] for q in qs]
-        k = int(np.argmax(elbos))
-        return qs[k], rows[k], elbos, k
+    def candidates(self, i: int) -> list[int]:
+        """The rows of :attr:`out` fit ``i`` picks from: its restarts with :attr:`late_pick`, else its row."""
+        return list(range(i * self.R, (i + 1) * self.R)) if self.late_pick else [i]
+
+    def qs(self, rows: list[list[int]]) -> tuple:
+        """``(mean, factor)`` of the rows, stacked ``(len(rows), len(rows[0]), ...)``."""
+        qs = [[self.family.mean_and_factor(self.params(r)) for r in group] for group in rows]
+        return jax.tree_util.tree_map(lambda *a: np.stack(a), *[jax.tree_util.tree_map(
+            lambda *b: np.stack(b), *group) for group in qs])
 
 
 def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0) -> list[dict]:
@@ -149,23 +151,32 @@ def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0
     t0 = time.perf_counter()
     splits = [toy.data(c) for c in cfgs]
     batch = Batch(cfgs, [(s.X_train, s.y_train) for s in splits])
-    observed = batch.model.observed_RVs[0].name
+    rows = [batch.candidates(i) for i in range(len(cfgs))]
+    timing = sweep_eval.Timing()
+    out = sweep_eval.score(batch.density, batch.model.observed_RVs[0].name, batch.qs(rows),
+                           _stack(batch.trains), _stack([batch.data(s.X_test, s.y_test) for s in splits]),
+                           np.stack([s.y_test for s in splits]), [c.seed for c in cfgs], cfgs[0].draws,
+                           batch.late_pick, timing)
     records = []
-    for i, (cfg, split) in enumerate(zip(cfgs, splits)):
-        t1 = time.perf_counter()
-        q, chosen, elbos, picked = batch.best(i)
-        metrics = evaluate(batch.density, q, batch.trains[i], batch.data(split.X_test, split.y_test),
-                           split.y_test, cfg, observed)
+    for i, cfg in enumerate(cfgs):
+        k = int(out["picked"][i])
+        chosen = rows[i][k]
+        if batch.out.picked is not None:  # picked early, by the ELBO trace
+            elbos, picked = batch.out.pick_scores[i].tolist(), int(batch.out.picked[i])
+        else:
+            elbos, picked = (out["elbos"][i].tolist(), k) if batch.late_pick else (None, None)
         tail = max(1, min(1000, cfg.steps // 10))
         record = {
             "key": fit_key(cfg, kfold), **_settings(cfg), "method": batch.family.name, "n_params": batch.layout.dim,
-            **convergence(batch.out.elbo[chosen]).record(), **metrics,
+            **convergence(batch.out.elbo[chosen]).record(), **scores({k: v[i] for k, v in out.items()}),
             "elbo_final": float(np.mean(batch.out.elbo[chosen][-tail:])),
             "elbo_restarts": elbos, "picked_restart": picked,
-            "fit_seconds": batch.out.seconds / len(cfgs), "evaluate_seconds": time.perf_counter() - t1,
+            "fit_seconds": batch.out.seconds / len(cfgs),
+            "fit_compile_seconds": batch.out.compile_seconds / len(cfgs),
+            "evaluate_seconds": timing.run / len(cfgs), "evaluate_compile_seconds": timing.compile / len(cfgs),
             "batched_with": len(cfgs) * batch.R,
         }
-        draws = _datatree(cfg, split, batch, chosen) if keep_draws else None
+        draws = _datatree(cfg, splits[i], batch, chosen) if keep_draws else None
         records.append({"record": record, "draws": draws})
     if kfold:
         for r, fold in zip(records, kfold_task(cfgs, splits, kfold)):
@@ -173,6 +184,11 @@ def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0
     for r in records:
         r["record"]["task_seconds"] = (time.perf_counter() - t0) / len(cfgs)
     return records
+
+
+def _stack(datas: list[list[np.ndarray]]) -> tuple[np.ndarray, ...]:
+    """Each data container's arrays of every fit, stacked on a leading axis."""
+    return tuple(np.stack(parts) for parts in zip(*datas))
 
 
 def folds(n: int, k: int, seed: int) -> list[np.ndarray]:
@@ -201,7 +217,8 @@ def kfold_task(cfgs: list[toy.ToyConfig], splits: list, k: int) -> list[dict]:
     predictive density ``log mean_s p(y_i | z_s)`` of ``draws`` draws of its q. Returns per
     fit ``elpd_kfold``, its SE (``sqrt(n) sd(elpd_i)``, as LOO's) and the pointwise values.
 
-    All ``len(cfgs) * k`` refits run as one vmapped program.
+    All ``len(cfgs) * k`` refits run as one vmapped program, and are scored
+    by one device program (:func:`~bnn_zoo.experiments.sweep_eval.fold_scores`).
 
     Parameters
     ----------
@@ -218,22 +235,21 @@ def kfold_task(cfgs: list[toy.ToyConfig], splits: list, k: int) -> list[dict]:
         Per fit: ``kfold`` (``k``), ``elpd_kfold``, ``elpd_kfold_se`` and
         ``elpd_kfold_i`` (a list of each training point's value).
     """
-    from bnn_zoo.evaluation.metrics import log_predictive
-    from bnn_zoo.inference import gaussians
-    from bnn_zoo.inference.batch import posterior_mean
-
     parts = [folds(cfg.n_train, k, cfg.seed) for cfg in cfgs]
     cases = [(i, held) for i, part in enumerate(parts) for held in part]  # one fit per fold
     keep = [np.setdiff1d(np.arange(cfgs[i].n_train), held) for i, held in cases]
     batch = Batch([cfgs[i] for i, _ in cases],
                   [(splits[i].X_train[rows], splits[i].y_train[rows]) for (i, _), rows in zip(cases, keep)])
+    longest = max(len(held) for _, held in cases)
+    padded = [np.concatenate([held, np.repeat(held[:1], longest - len(held))]) for _, held in cases]
+    lppd = sweep_eval.fold_scores(
+        batch.density, batch.qs([batch.candidates(j) for j in range(len(cases))]), _stack(batch.trains),
+        _stack([batch.data(splits[i].X_train[rows], splits[i].y_train[rows]) for (i, _), rows in zip(cases, padded)]),
+        np.stack([splits[i].y_train[rows] for (i, _), rows in zip(cases, padded)]),
+        [cfgs[i].seed for i, _ in cases], cfgs[0].draws, batch.late_pick)
     elpd = [np.empty(cfg.n_train) for cfg in cfgs]
     for j, (i, held) in enumerate(cases):
-        cfg, split = cfgs[i], splits[i]
-        q = batch.best(j)[0]
-        z, _ = gaussians.sample(*q, cfg.draws, np.random.default_rng(cfg.seed))
-        proba = posterior_mean(batch.density, z, batch.data(split.X_train[held], split.y_train[held]), "p")
-        elpd[i][held] = log_predictive(proba, split.y_train[held])
+        elpd[i][held] = lppd[j][:len(held)]
     return [{"kfold": k, "elpd_kfold": float(e.sum()), "elpd_kfold_se": _se(e), "elpd_kfold_i": e.tolist()}
             for e in elpd]
 
@@ -275,8 +291,55 @@ def _se(pointwise: np.ndarray) -> float:
     return float(np.sqrt(len(pointwise)) * np.std(pointwise, ddof=1))
 
 
+def scores(out: dict) -> dict:
+    """A fit's record fields from its row of :func:`~bnn_zoo.experiments.sweep_eval.score`'s arrays.
+
+    Parameters
+    ----------
+    out : dict of str to numpy.ndarray
+        The fit's arrays (one row of each).
+
+    Returns
+    -------
+    dict
+        The test metrics (:func:`bnn_zoo.evaluation.metrics.scores`),
+        ``elpd_test`` and its SE, PSIS-LOO's ``elpd_loo``, ``elpd_loo_se``,
+        ``p_loo``, ``pareto_k_max`` and ``pareto_k_bad_share`` (``None``
+        where q's draws are not finite), and q's ELBO ``elbo_q`` and its SE.
+
+    Raises
+    ------
+    ValueError
+        Where an observation's importance ratios have a tail of one value,
+        as ArviZ's PSIS.
+    """
+    from arviz_stats.base import array_stats
+
+    ratio = out["log_p"] - out["log_q"]
+    finite = bool(np.isfinite(out["log_p"]).all() and np.isfinite(out["log_q"]).all())
+    loo = {}
+    if finite:
+        if out["flat"]:
+            raise ValueError("All tail values are the same")
+        elpd, se, p_loo, _ = array_stats.loo_summary(out["elpd_i"], out["p_loo_i"])
+        k = out["pareto_k"]
+        loo = {"elpd_loo": float(elpd), "elpd_loo_se": float(se), "p_loo": float(p_loo),
+               "pareto_k_max": float(np.max(k)), "pareto_k_bad_share": float(np.mean(k > 0.7))}
+    lppd = out["lppd_i"]
+    return {
+        **{name: float(out[name]) for name in ("accuracy", "nll", "brier", "ece")},
+        "elpd_test": float(lppd.sum()), "elpd_test_se": _se(lppd),
+        **{k: loo.get(k) for k in ("elpd_loo", "elpd_loo_se", "p_loo", "pareto_k_max", "pareto_k_bad_share")},
+        "elbo_q": float(ratio.mean()) if np.isfinite(ratio).all() else None,
+        "elbo_q_se": float(ratio.std(ddof=1) / np.sqrt(len(ratio))) if np.isfinite(ratio).all() else None,
+    }
+
+
 def evaluate(density, q, train, test, y_test, cfg, observed: str) -> dict:
-    """The toy experiment's metrics of q, with :func:`bnn_zoo.sample`'s draws (seed ``cfg.seed``).
+    """The toy experiment's metrics of one q, with :func:`bnn_zoo.sample`'s draws (seed ``cfg.seed``).
+
+    :func:`~bnn_zoo.experiments.sweep_eval.score` for one fit, and
+    :func:`scores` of it.
 
     Parameters
     ----------
@@ -298,37 +361,12 @@ def evaluate(density, q, train, test, y_test, cfg, observed: str) -> dict:
     Returns
     -------
     dict
-        The test metrics (:func:`bnn_zoo.evaluation.metrics.all_metrics`),
-        ``elpd_test`` and its SE, PSIS-LOO's ``elpd_loo``, ``elpd_loo_se``,
-        ``p_loo``, ``pareto_k_max`` and ``pareto_k_bad_share`` (``None``
-        where q's draws are not finite), and q's ELBO ``elbo_q`` and its SE.
+        :func:`scores`.
     """
-    from arviz_stats.base import array_stats
-
-    from bnn_zoo.evaluation.metrics import all_metrics, log_predictive
-    from bnn_zoo.inference import gaussians, psis
-    from bnn_zoo.inference.batch import posterior_mean
-    from bnn_zoo.inference.draws import evaluate_draws
-
-    z, log_q = gaussians.sample(*q, cfg.draws, np.random.default_rng(cfg.seed))
-    values = evaluate_draws(density, z, train, ("logp", f"loglik:{observed}"))
-    log_p = values["logp"].astype("float64")
-    loo = {}
-    if np.isfinite(log_p).all() and np.isfinite(log_q).all():
-        elpd_i, k, p_loo_i = psis.loo_approximate_posterior(values[f"loglik:{observed}"], log_p, log_q)
-        elpd, se, p_loo, _ = array_stats.loo_summary(elpd_i, p_loo_i)
-        loo = {"elpd_loo": float(elpd), "elpd_loo_se": float(se), "p_loo": float(p_loo),
-               "pareto_k_max": float(np.max(k)), "pareto_k_bad_share": float(np.mean(k > 0.7))}
-    proba = posterior_mean(density, z, test, "p")
-    lppd = log_predictive(proba, y_test)
-    ratio = log_p - log_q
-    return {
-        **all_metrics(proba, y_test),
-        "elpd_test": float(lppd.sum()), "elpd_test_se": _se(lppd),
-        **{k: loo.get(k) for k in ("elpd_loo", "elpd_loo_se", "p_loo", "pareto_k_max", "pareto_k_bad_share")},
-        "elbo_q": float(ratio.mean()) if np.isfinite(ratio).all() else None,
-        "elbo_q_se": float(ratio.std(ddof=1) / np.sqrt(len(ratio))) if np.isfinite(ratio).all() else None,
-    }
+    one = jax.tree_util.tree_map(lambda a: np.asarray(a)[None, None], q)
+    out = sweep_eval.score(density, observed, one, _stack([train]), _stack([test]), np.asarray(y_test)[None],
+                           [cfg.seed], cfg.draws, False)
+    return scores({k: v[0] for k, v in out.items()})
 
 
 def _datatree(cfg, split, batch: Batch, row: int):

@@ -36,7 +36,7 @@ from bnn_zoo.inference.objective import ELBO, kl_schedule
 from bnn_zoo.inference.prepare import check_settings, compiled_steps, given_initvals, initial_mean, model_dtype
 from bnn_zoo.inference.result import FitResult, warn_unless_converged
 
-__all__ = ["PICK_WINDOW", "Stacked", "fit_many", "pick_rows", "pick_step", "posterior_mean", "run_stacked"]
+__all__ = ["PICK_WINDOW", "Stacked", "draws_mean", "fit_many", "pick_rows", "pick_step", "posterior_mean", "run_stacked"]
 
 @dataclass
 class Stacked:
@@ -397,20 +397,45 @@ def posterior_mean(density: ModelFunction, z: np.ndarray, data: Sequence[np.ndar
     numpy.ndarray
         The mean of ``var`` over the draws, float64, in ``var``'s shape.
     """
-    S = len(z)
-    block = max(b for b in range(1, min(S, 50) + 1) if S % b == 0)
-    key = ("posterior_mean", var, block)
+    key = ("posterior_mean", var, len(z))
     if key not in density.jitted:
-        select, unflatten = density.select((var,)), density.layout.unflatten
-
-        def run(z, data):
-            per_draw = jax.vmap(lambda zi: select(unflatten(zi), *data)[0])
-            blocks = z.reshape(z.shape[0] // block, block, z.shape[1])
-            shape = jax.eval_shape(per_draw, blocks[0])
-            total, _ = jax.lax.scan(lambda total, zs: (total + per_draw(zs).sum(0), None),
-                                    jnp.zeros(shape.shape[1:], shape.dtype), blocks)
-            return total / z.shape[0]
-
-        density.jitted[key] = jax.jit(run)
+        density.jitted[key] = jax.jit(draws_mean(density, var, len(z)))
     mean = density.jitted[key](jnp.asarray(z, density.layout.slots[0][3]), tuple(jnp.asarray(d) for d in data))
     return np.asarray(mean, "float64")
+
+
+def draws_mean(density: ModelFunction, var: str, n_draws: int):
+    """The traceable ``f(z, data)``: the mean of ``var`` over ``n_draws`` draws ``z``, on ``data``.
+
+    The draws are evaluated in a ``lax.scan`` over equal blocks of at most
+    50, so that a large test set's per-draw values are never held at once:
+    :func:`posterior_mean` compiles it, and a sweep's device program maps it
+    over fits.
+
+    Parameters
+    ----------
+    density : ModelFunction
+        The compiled model.
+    var : str
+        A model variable (free or deterministic), e.g. ``"p"``.
+    n_draws : int
+        The draws ``f`` takes.
+
+    Returns
+    -------
+    callable
+        ``f(z, data)``: ``z`` ``(n_draws, dim)`` in the layout's dtype,
+        ``data`` a tuple of one array per data container.
+    """
+    block = max(b for b in range(1, min(n_draws, 50) + 1) if n_draws % b == 0)
+    select, unflatten = density.select((var,)), density.layout.unflatten
+
+    def run(z, data):
+        per_draw = jax.vmap(lambda zi: select(unflatten(zi), *data)[0])
+        blocks = z.reshape(z.shape[0] // block, block, z.shape[1])
+        shape = jax.eval_shape(per_draw, blocks[0])
+        total, _ = jax.lax.scan(lambda total, zs: (total + per_draw(zs).sum(0), None),
+                                jnp.zeros(shape.shape[1:], shape.dtype), blocks)
+        return total / z.shape[0]
+
+    return run

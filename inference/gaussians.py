@@ -1,4 +1,4 @@
-"""A fitted q in NumPy: draws, log densities, covariances and marginal sds of its Gaussian.
+"""A fitted q: draws, log densities, covariances and marginal sds of its Gaussian.
 
 A Gaussian over the flat unconstrained vector is its mean and one of three
 factors, as :meth:`~bnn_zoo.inference.families.Family.mean_and_factor` gives
@@ -11,6 +11,10 @@ them:
   with orthonormal ``U`` ``(dim, rank)`` and ``m > -1`` (the low-rank
   family, and the low-rank Laplace approximation), in ``O(dim rank)``
   memory.
+
+:func:`transform` turns standard-normal noise into draws in NumPy or, in a
+compiled program, ``jax.numpy``: :func:`sample` and a sweep's device
+program make their draws with it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.linalg
 
-__all__ = ["LowRank", "covariance", "log_q", "marginal_sd", "sample"]
+__all__ = ["LowRank", "covariance", "log_q", "marginal_sd", "sample", "transform"]
 
 
 class LowRank(NamedTuple):
@@ -63,11 +67,11 @@ class LowRank(NamedTuple):
         return cls(scale, Q @ V, np.maximum(m, 0.0))
 
 
-def _log_det(factor) -> float:
+def _log_det(factor, xp=np):
     """``log |det A|`` of the factor's square root ``A`` (sd vector, Cholesky factor or LowRank)."""
     if isinstance(factor, LowRank):
-        return np.sum(np.log(factor.scale)) + 0.5 * np.sum(np.log1p(factor.weights))
-    return np.sum(np.log(factor if factor.ndim == 1 else np.abs(np.diag(factor))))
+        return xp.sum(xp.log(factor.scale)) + 0.5 * xp.sum(xp.log1p(factor.weights))
+    return xp.sum(xp.log(factor if factor.ndim == 1 else xp.abs(xp.diagonal(factor))))
 
 
 def _standardise(mu, factor, z):
@@ -114,13 +118,40 @@ def sample(mu: np.ndarray, factor, n: int, rng: np.random.Generator):
            [1., 2., 0.],
            [0., 0., 1.]])
     """
-    eps = rng.standard_normal((n, mu.size))
+    return transform(mu, factor, rng.standard_normal((n, mu.size)))
+
+
+def transform(mu, factor, eps, xp=np):
+    """Draws ``z = mu + A eps`` of q from standard-normal ``eps``, and their ``log q``.
+
+    What :func:`sample` does with its noise, in any array namespace ``xp``
+    with NumPy's names (``jax.numpy`` in a compiled program, where it is
+    vmapped over fits): the one place q's draws are made.
+
+    Parameters
+    ----------
+    mu : array
+        q's mean, ``(dim,)``.
+    factor : array or LowRank
+        As in :func:`sample`.
+    eps : array
+        ``(n, dim)`` standard-normal noise.
+    xp : module, default numpy
+        The array namespace.
+
+    Returns
+    -------
+    z : array
+        ``(n, dim)``.
+    log_q : array
+        ``(n,)``.
+    """
     if isinstance(factor, LowRank):
         s, U, m = factor
-        z = mu + s * (eps + ((eps @ U) * (np.sqrt(1 + m) - 1)) @ U.T)
+        z = mu + s * (eps + ((eps @ U) * (xp.sqrt(1 + m) - 1)) @ U.T)
     else:
         z = mu + (eps * factor if factor.ndim == 1 else eps @ factor.T)
-    return z, _log_q_of_eps(eps, _log_det(factor))
+    return z, _log_q_of_eps(eps, _log_det(factor, xp), xp)
 
 
 def log_q(mu: np.ndarray, factor, z: np.ndarray) -> np.ndarray:
@@ -143,9 +174,9 @@ def log_q(mu: np.ndarray, factor, z: np.ndarray) -> np.ndarray:
     return _log_q_of_eps(_standardise(mu, factor, z), _log_det(factor))
 
 
-def _log_q_of_eps(eps: np.ndarray, log_det: float) -> np.ndarray:
+def _log_q_of_eps(eps, log_det, xp=np):
     d = eps.shape[1]
-    return -0.5 * np.sum(eps**2, axis=1) - log_det - 0.5 * d * np.log(2 * np.pi)
+    return -0.5 * xp.sum(eps**2, axis=1) - log_det - 0.5 * d * np.log(2 * np.pi)
 
 
 def covariance(factor) -> np.ndarray:

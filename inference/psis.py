@@ -1,26 +1,31 @@
-"""Pareto-smoothed importance sampling LOO for variational posteriors, over all observations at once.
+"""Pareto-smoothed importance sampling LOO for variational posteriors, as one JAX program.
 
 The same computation as ArviZ's ``az.loo_approximate_posterior`` (arviz-stats
 1.x: PSIS of Vehtari et al. 2024 with the approximate-posterior correction of
-Magnusson et al. 2019), written with numpy operations over the observation
-axis. ArviZ runs it one observation at a time in Python (``np.vectorize``);
-over all observations at once it takes a fraction of the time
-(docs/user_guide/engine.md). ``tests/test_posterior.py`` checks both agree
-to 1e-10 on real fits. :func:`loo` takes a DataTree of draws from
-:func:`~bnn_zoo.inference.sampling.sample` and returns what ArviZ's does.
+Magnusson et al. 2019), written in ``jax.numpy`` for one observation and
+mapped over all of them. ArviZ runs it one observation at a time in Python
+(``np.vectorize``); compiled, it takes a fraction of the time
+(docs/user_guide/engine.md), and a sweep's device program maps it over fits
+too. ``tests/test_posterior.py`` checks both agree to 1e-10.
+:func:`pointwise` is the traceable core; :func:`loo_approximate_posterior`
+runs it on NumPy arrays, and :func:`loo` on a DataTree of draws from
+:func:`~bnn_zoo.inference.sampling.sample`, returning what ArviZ's does.
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 from arviz_stats.utils import ELPDDataLOO
-from scipy.special import logsumexp
+from jax.scipy.special import logsumexp
 from xarray import DataTree
 
-__all__ = ["MIN_DRAWS", "gpd_fit", "gpd_quantile", "loo", "loo_approximate_posterior", "psis_log_weights",
-           "tail_length"]
+__all__ = ["MIN_DRAWS", "gpd_fit", "gpd_quantile", "loo", "loo_approximate_posterior", "pointwise",
+           "psis_log_weights", "smooth", "tail_length"]
 
 PRIOR_K = 10  # weakly informative prior on the Pareto shape: N(0.5, ...) worth 10 observations
 PRIOR_BS = 3  # Zhang & Stephens' grid scale
@@ -47,67 +52,146 @@ def tail_length(n_draws: int) -> int:
     return int(np.floor(3 * n_draws**0.5 if n_draws > 225 else n_draws / 5))
 
 
-def gpd_fit(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Generalized Pareto (shape k, scale sigma) of each row of ``x``.
+def gpd_fit(x):
+    """Generalized Pareto (shape k, scale sigma) of ``x``, traceable.
 
     Zhang & Stephens' empirical Bayes estimate with the prior on k of
     Vehtari et al. (2024).
 
     Parameters
     ----------
-    x : numpy.ndarray
-        ``(rows, n)``, each row sorted ascending, non-negative.
+    x : jax.Array
+        ``(n,)``, sorted ascending, non-negative.
 
     Returns
     -------
-    k : numpy.ndarray
-        ``(rows,)`` shapes; NaN for rows whose first quartile is not above
-        their minimum (far from a generalized Pareto).
-    sigma : numpy.ndarray
-        ``(rows,)`` scales, NaN for the same rows.
+    k, sigma : jax.Array
+        Scalars; NaN both when the first quartile is not above the minimum
+        (far from a generalized Pareto).
     """
     n = x.shape[-1]
     m = 30 + int(n**0.5)
-    xstar = x[:, int(n / 4 + 0.5) - 1]  # first quartile
-    valid = ~(xstar <= x[:, 0])  # as ArviZ: a NaN quartile goes on (to k = inf)
-    xstar = np.where(valid, xstar, 1.0)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        b = (1 - np.sqrt(m / (np.arange(1, m + 1) - 0.5)))[None, :] / (PRIOR_BS * xstar[:, None])
-        b = b + 1 / x[:, -1:]
-        k = np.mean(np.log1p(-b[:, :, None] * x[:, None, :]), axis=2)
-        log_lik = n * (np.log(-b / k) - k - 1)
-        w = np.exp(log_lik - logsumexp(log_lik, axis=1, keepdims=True))
-        w = np.where(w >= 10 * np.finfo(float).eps, w, 0.0)  # negligible weights dropped
-        w = w / w.sum(axis=1, keepdims=True)
-        b_post = np.sum(b * w, axis=1)
-        k = np.mean(np.log1p(-b_post[:, None] * x), axis=1)
-        sigma = -k / b_post
+    xstar = x[int(n / 4 + 0.5) - 1]  # first quartile
+    valid = ~(xstar <= x[0])  # as ArviZ: a NaN quartile goes on (to k = inf)
+    xstar = jnp.where(valid, xstar, 1.0)
+    b = (1 - jnp.sqrt(m / (jnp.arange(1, m + 1) - 0.5))) / (PRIOR_BS * xstar) + 1 / x[-1]
+    k = jnp.mean(jnp.log1p(-b[:, None] * x[None, :]), axis=1)
+    log_lik = n * (jnp.log(-b / k) - k - 1)
+    w = jnp.exp(log_lik - logsumexp(log_lik))
+    w = jnp.where(w >= 10 * np.finfo(float).eps, w, 0.0)  # negligible weights dropped
+    w = w / w.sum()
+    b_post = jnp.sum(b * w)
+    k = jnp.mean(jnp.log1p(-b_post * x))
+    sigma = -k / b_post
     k = (n * k + PRIOR_K * 0.5) / (n + PRIOR_K)
-    k = np.where(np.isnan(k), np.inf, k)
-    return np.where(valid, k, np.nan), np.where(valid, sigma, np.nan)
+    k = jnp.where(jnp.isnan(k), jnp.inf, k)
+    return jnp.where(valid, k, jnp.nan), jnp.where(valid, sigma, jnp.nan)
 
 
-def gpd_quantile(p: np.ndarray, k: np.ndarray, sigma: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """Quantiles ``p`` of generalized Paretos with ``(k, sigma, mu)`` per row.
+def gpd_quantile(p, k, sigma, mu):
+    """Quantiles ``p`` of the generalized Pareto ``(k, sigma, mu)``, traceable.
 
     Parameters
     ----------
-    p : numpy.ndarray
-        ``(1, m)`` probabilities, shared by every row.
-    k, sigma, mu : numpy.ndarray
-        ``(rows,)`` shape, scale and location of each row's distribution.
+    p : jax.Array
+        ``(m,)`` probabilities.
+    k, sigma, mu : jax.Array
+        Scalars: shape, scale and location.
 
     Returns
     -------
-    numpy.ndarray
-        ``(rows, m)`` quantiles; NaN where ``sigma <= 0``.
+    jax.Array
+        ``(m,)`` quantiles; NaN where ``sigma <= 0``.
     """
-    k, sigma, mu = k[:, None], sigma[:, None], mu[:, None]
-    safe_k = np.where(k == 0, 1.0, k)
-    with np.errstate(invalid="ignore"):
-        q = np.where(k == 0, mu - sigma * np.log1p(-p),
-                     mu + sigma * np.expm1(-safe_k * np.log1p(-p)) / safe_k)
-        return np.where(sigma > 0, q, np.nan)
+    safe_k = jnp.where(k == 0, 1.0, k)
+    q = jnp.where(k == 0, mu - sigma * jnp.log1p(-p), mu + sigma * jnp.expm1(-safe_k * jnp.log1p(-p)) / safe_k)
+    return jnp.where(sigma > 0, q, jnp.nan)
+
+
+def smooth(log_ratios):
+    """Pareto-smoothed, normalised log importance weights of one observation, traceable.
+
+    Parameters
+    ----------
+    log_ratios : jax.Array
+        ``(S,)`` log importance ratios, ``S >=`` :data:`MIN_DRAWS`.
+
+    Returns
+    -------
+    log_weights : jax.Array
+        ``(S,)``, summing to one.
+    k : jax.Array
+        The Pareto shape estimate of the tail (NaN: not smoothed).
+    flat : jax.Array
+        Whether the tail is one value, which ArviZ refuses.
+    """
+    S = log_ratios.shape[-1]
+    M = tail_length(S)
+    lw = log_ratios - log_ratios.max()
+    order = jnp.argsort(lw)
+    tail_idx = order[S - M:]
+    tail = lw[tail_idx]  # ascending
+    cutoff = lw[order[S - M - 1]]
+    flat = jnp.abs(tail[-1] - tail[0]) < np.finfo(float).tiny
+    k, sigma = gpd_fit(jnp.exp(tail) - jnp.exp(cutoff))
+    smoothed = jnp.log(gpd_quantile(jnp.arange(0.5, M) / M, k, sigma, jnp.exp(cutoff)))
+    smoothed = jnp.where(smoothed > tail[-1], tail[-1], smoothed)
+    lw = lw.at[tail_idx].set(jnp.where(jnp.isfinite(k), smoothed, tail))
+    return lw - logsumexp(lw), k, flat
+
+
+def pointwise(log_lik, log_p, log_q, block: int = BLOCK):
+    """Pointwise PSIS-LOO of draws from an approximation q of the posterior p, traceable.
+
+    The importance ratios of observation ``i`` are ``p(z) / (q(z) p(y_i | z))``;
+    the observations are mapped ``block`` at a time (bounded memory).
+
+    Parameters
+    ----------
+    log_lik : jax.Array
+        ``(draws, n)``, each draw's pointwise log likelihood.
+    log_p, log_q : jax.Array
+        ``(draws,)``, the model's joint log density and q's of each draw.
+    block : int, default BLOCK
+        Observations at a time.
+
+    Returns
+    -------
+    elpd_i, pareto_k, p_loo_i : jax.Array
+        ``(n,)`` each: the expected log pointwise predictive density, the
+        Pareto k and the effective number of parameters of each observation.
+    flat : jax.Array
+        Whether some observation's tail is one value (ArviZ refuses those).
+    """
+    correction = log_p - log_q
+    correction = correction - correction.max()
+
+    def one(ll):
+        log_ratios = -ll + correction
+        lw, k, flat = smooth(log_ratios - log_ratios.max())
+        elpd = logsumexp(lw + ll)
+        return elpd, k, logsumexp(ll, b=1 / ll.shape[0]) - elpd, flat
+
+    elpd_i, k, p_loo_i, flat = jax.lax.map(one, log_lik.T, batch_size=min(block, log_lik.shape[1]))
+    return elpd_i, k, p_loo_i, flat.any()
+
+
+def _check_draws(S: int) -> None:
+    if tail_length(S) < 5:
+        raise ValueError(f"PSIS needs at least {MIN_DRAWS} draws, got {S}")
+
+
+def _tails_differ(flat) -> None:
+    if bool(flat):
+        raise ValueError("All tail values are the same")
+
+
+@functools.partial(jax.jit, static_argnums=3)
+def _pointwise(log_lik, log_p, log_q, block):
+    return pointwise(log_lik, log_p, log_q, block)
+
+
+_smooth_rows = jax.jit(jax.vmap(smooth))
 
 
 def psis_log_weights(log_ratios: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -130,34 +214,15 @@ def psis_log_weights(log_ratios: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ValueError
         With fewer than :data:`MIN_DRAWS` draws, or a tail of equal values.
     """
-    n_obs, S = log_ratios.shape
-    M = tail_length(S)
-    if M < 5:
-        raise ValueError(f"PSIS needs at least {MIN_DRAWS} draws, got {S}")
-    lw = log_ratios - log_ratios.max(axis=1, keepdims=True)
-    order = np.argsort(lw, axis=1)
-    tail_idx = order[:, S - M:]
-    tail = np.take_along_axis(lw, tail_idx, axis=1)  # ascending
-    cutoff = np.take_along_axis(lw, order[:, S - M - 1 : S - M], axis=1)[:, 0]
-    if np.any(np.abs(tail[:, -1] - tail[:, 0]) < np.finfo(float).tiny):
-        raise ValueError("All tail values are the same")
-    k, sigma = gpd_fit(np.exp(tail) - np.exp(cutoff)[:, None])
-    smooth = np.isfinite(k)
-    if smooth.any():
-        p = (np.arange(0.5, M) / M)[None, :]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            smoothed = np.log(gpd_quantile(p, k[smooth], sigma[smooth], np.exp(cutoff[smooth])))
-        max_tail = tail[smooth, -1:]
-        smoothed = np.where(smoothed > max_tail, max_tail, smoothed)
-        rows = np.flatnonzero(smooth)[:, None]
-        lw[rows, tail_idx[smooth]] = smoothed
-    return lw - logsumexp(lw, axis=1, keepdims=True), k
+    log_ratios = np.asarray(log_ratios, dtype=float)
+    _check_draws(log_ratios.shape[1])
+    log_weights, k, flat = _smooth_rows(log_ratios)
+    _tails_differ(np.any(flat))
+    return np.asarray(log_weights), np.asarray(k)
 
 
 def loo_approximate_posterior(log_lik: np.ndarray, log_p: np.ndarray, log_q: np.ndarray):
-    """Pointwise PSIS-LOO of draws from an approximation q of the posterior p.
-
-    The importance ratios of observation ``i`` are ``p(z) / (q(z) p(y_i | z))``.
+    """:func:`pointwise` on NumPy arrays: pointwise PSIS-LOO of draws from q.
 
     Parameters
     ----------
@@ -180,20 +245,14 @@ def loo_approximate_posterior(log_lik: np.ndarray, log_p: np.ndarray, log_q: np.
     Raises
     ------
     ValueError
-        With fewer than :data:`MIN_DRAWS` draws.
+        With fewer than :data:`MIN_DRAWS` draws, or an observation whose
+        tail is one value.
     """
-    log_lik = np.asarray(log_lik, dtype=float).T  # (n, S)
-    correction = np.asarray(log_p, dtype=float) - np.asarray(log_q, dtype=float)
-    correction = correction - correction.max()
-    parts = []
-    for start in range(0, len(log_lik), BLOCK):  # bounded memory: gpd_fit holds (rows, ~38, ~67)
-        ll = log_lik[start : start + BLOCK]
-        log_ratios = -ll + correction
-        lw, k = psis_log_weights(log_ratios - log_ratios.max(axis=1, keepdims=True))
-        elpd_i = logsumexp(lw + ll, axis=1)
-        lppd_i = logsumexp(ll, axis=1, b=1 / ll.shape[1])
-        parts.append((elpd_i, k, lppd_i - elpd_i))
-    return tuple(np.concatenate(p) for p in zip(*parts))
+    log_lik = np.asarray(log_lik, dtype=float)
+    _check_draws(log_lik.shape[0])
+    *values, flat = _pointwise(log_lik, np.asarray(log_p, dtype=float), np.asarray(log_q, dtype=float), BLOCK)
+    _tails_differ(flat)
+    return tuple(np.asarray(v) for v in values)
 
 
 def loo(idata: DataTree, var_name: str | None = None) -> ELPDDataLOO:

@@ -17,10 +17,13 @@ from bnn_zoo.inference.draws import evaluate_draws, model_data
 from bnn_zoo.inference.jaxmodel import ModelFunction
 from bnn_zoo.inference.result import FitResult
 
-__all__ = ["fit_elbo", "q_elbo"]
+__all__ = ["ELBO_DRAWS", "fit_elbo", "q_elbo"]
+
+#: Draws of q in its ELBO estimate, by default: what restarts are compared by.
+ELBO_DRAWS = 1000
 
 
-def fit_elbo(result: FitResult, draws: int = 1000, seed: int = 0) -> tuple[float, float]:
+def fit_elbo(result: FitResult, draws: int = ELBO_DRAWS, seed: int = 0) -> tuple[float, float]:
     """The ELBO of the fitted q, ``E_q[log p - log q]`` at full-data scale, by Monte Carlo.
 
     Unlike the trace's per-step estimates it is the final q's, with no
@@ -48,7 +51,7 @@ def fit_elbo(result: FitResult, draws: int = 1000, seed: int = 0) -> tuple[float
 
 
 def q_elbo(density: ModelFunction, q: tuple[np.ndarray, np.ndarray], data: Sequence[np.ndarray],
-           draws: int = 1000, seed: int = 0) -> tuple[float, float]:
+           draws: int = ELBO_DRAWS, seed: int = 0) -> tuple[float, float]:
     """:func:`fit_elbo` of a q given as its mean and factor, on given data.
 
     For fits without a model of their own data (a sweep's stacked fits).

@@ -19,7 +19,8 @@ from bnn_zoo.experiments import toy_priors as toy
 from tests.conftest import command_env
 
 SMALL = ["--steps", "300", "--n-test", "400", "--draws", "30", "--restarts", "2", "--no-progress"]
-TIMES = ("fit_seconds", "evaluate_seconds", "task_seconds", "batched_with")
+TIMES = ("fit_seconds", "fit_compile_seconds", "evaluate_seconds", "evaluate_compile_seconds", "task_seconds",
+         "batched_with")
 
 
 def _args(tmp_path, *extra, out="sweep"):

@@ -62,6 +62,10 @@ STEPS = [
      + (["--fits", "1", "--steps", "200"] if QUICK else ["--fits", str(SWEEP_FITS)])
      + ([] if SWEEP_WARMUP else ["--no-warmup"])),
 ]
+STEPS.append(("sweep_study", env("STUDY_LIMIT", 300, 300),
+              [PY, "-m", "bnn_zoo", "sweep", "--out", "{work}/study", "--datasets", "moons,circles",
+               "--noise", "0.1,0.2,0.3,0.4,0.5", "--all-priors", "--seeds", "2" if QUICK else "10", "--float32",
+               "--workers", "1", "--no-progress"] + (["--steps", "200", "--n-test", "500"] if QUICK else [])))
 if BLUNDELL_EPOCHS:
     STEPS.append(("mnist_bbb_2x1200", env("BLUNDELL_LIMIT", 570, 570),
                   [PY, "-m", "bnn_zoo", "mnist-bbb", "--hidden", "1200", "--prior", "scale_mixture",
@@ -98,10 +102,15 @@ def parse(name: str, work: Path, stdout: str):
         rates = {m.group(1).strip(): float(m.group(2))
                  for m in re.finditer(r"^(.*?)\s+\d+ fits\s+[\d.]+ s\s+([\d.]+) fits/s", stdout, re.M)}
         ratios = {m.group(1): float(m.group(2)) for m in re.finditer(r"^(.*?): ([\d.]+)x the fits", stdout, re.M)}
-        splits = [dict(zip(("fit_program_s", "evaluation_s", "evaluation_ms_per_fit", "rest_s"), map(float, m)))
-                  for m in re.findall(r"split: fit program ([\d.]+) s, evaluation ([\d.]+) s \((\d+) ms a fit\), "
-                                      r"the rest (-?[\d.]+) s", stdout)]
+        splits = [dict(zip(("fit_program_ms", "fit_compile_ms", "evaluation_ms", "evaluation_compile_ms", "host_ms"),
+                           map(float, m)))
+                  for m in re.findall(r"split per fit: fit program ([\d.]+) ms \(compiling and its first chunk "
+                                      r"([\d.]+)\), evaluation program ([\d.]+) ms, compiling it ([\d.]+) ms, "
+                                      r"host (-?[\d.]+) ms", stdout)]
         return {"fits_per_second": rates, "x_one_at_a_time": ratios, "split": splits}
+    if name == "sweep_study":
+        m = re.search(r"(\d+) fits in ([\d.]+) s \(([\d.]+) fits/s\)", stdout)
+        return {"fits": int(m.group(1)), "seconds": float(m.group(2)), "fits_per_second": float(m.group(3))} if m else None
     return None
 
 
