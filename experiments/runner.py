@@ -52,6 +52,7 @@ from bnn_zoo.inference.prepare import MAX_STEPS
 from bnn_zoo.inference import diagnostics
 from bnn_zoo.inference.engine import steps_per_epoch
 from bnn_zoo.inference.io import atomic_dir, write_json
+from bnn_zoo.inference import restarts
 from bnn_zoo.inference.restarts import fit_elbo
 
 __all__ = ["check", "main", "make_optimizer", "minibatch_rows", "recorded_convergence", "run"]
@@ -214,7 +215,7 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
         elbos, picked = fits[0].config["pick_elbos"], fits[0].config["picked_restart"]
     else:
         elbos = [fit_elbo(f, seed=cfg.seed)[0] for f in fits] if cfg.restarts > 1 else None
-        picked = int(np.argmax(elbos)) if cfg.pick == "best" and cfg.restarts > 1 else None
+        picked = int(restarts.best(elbos)) if cfg.pick == "best" and cfg.restarts > 1 else None
     chosen = fits if picked is None or early else [fits[picked]]
     checks = [f.convergence for f in chosen]
     worst = next((c for c in checks if not c.converged), checks[0])

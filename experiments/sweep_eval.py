@@ -31,6 +31,7 @@ import numpy as np
 from bnn_zoo.evaluation import metrics
 from bnn_zoo.inference import gaussians, psis
 from bnn_zoo.inference.batch import draws_mean
+from bnn_zoo.inference import restarts
 from bnn_zoo.inference.restarts import ELBO_DRAWS
 
 __all__ = ["Timing", "fits_at_once", "fold_scores", "noise", "score"]
@@ -92,7 +93,7 @@ def _on_draws(density, outputs, z, data):
 def _chosen(density, x, pick: bool):
     """One fit's q to score (of its candidates ``x["q"]``), with ``picked`` (and the ``elbos``).
 
-    With ``pick``, the candidate with the highest ELBO by the draws
+    With ``pick``, the candidate with the highest ELBO (:func:`~bnn_zoo.inference.restarts.best`) by the draws
     ``x["eps_pick"]`` on ``x["train"]``, as
     :func:`~bnn_zoo.inference.restarts.q_elbo` estimates it; else the one
     candidate.
@@ -105,7 +106,7 @@ def _chosen(density, x, pick: bool):
         return jnp.mean(_on_draws(density, ("logp",), z, x["train"])[0] - log_q)
 
     elbos = jax.lax.map(elbo, x["q"])
-    k = jnp.argmax(elbos)
+    k = restarts.best(elbos, jnp)
     return jax.tree_util.tree_map(lambda a: a[k], x["q"]), {"picked": k, "elbos": elbos}
 
 
@@ -120,7 +121,7 @@ def _inputs(qs, seeds, draws: int, pick: bool, **data) -> dict:
 
 def score(density, observed: str, qs, train, test, y_test, seeds, draws: int, pick: bool,
           timing: Timing | None = None) -> dict:
-    """Every fit's scores, as :func:`~bnn_zoo.experiments.sweep_fits.evaluate` makes them one at a time.
+    """Every fit's scores, as ``bnn-zoo moons`` makes them for one fit after fitting it.
 
     Parameters
     ----------
@@ -154,7 +155,14 @@ def score(density, observed: str, qs, train, test, y_test, seeds, draws: int, pi
         PSIS-LOO's pointwise ``elpd_i``, ``pareto_k``, ``p_loo_i`` and
         ``flat`` (a tail of one value), the test points' ``lppd_i`` and
         :func:`~bnn_zoo.evaluation.metrics.scores`.
+
+    Raises
+    ------
+    ValueError
+        With fewer than :data:`~bnn_zoo.inference.psis.MIN_DRAWS` draws.
     """
+    if draws < psis.MIN_DRAWS:
+        raise ValueError(f"PSIS-LOO needs at least {psis.MIN_DRAWS} draws, got {draws}")
     timing = timing or Timing()
     args = _inputs(qs, seeds, draws, pick, train=tuple(train), test=tuple(test), y=np.asarray(y_test))
     mean_p = draws_mean(density, "p", draws)
@@ -190,8 +198,7 @@ def fold_scores(density, qs, train, held, y_held, seeds, draws: int, pick: bool,
     train : tuple of numpy.ndarray
         Each data container's training rows of each refit (for ``pick``).
     held : tuple of numpy.ndarray
-        Each data container's held-out rows, stacked over refits (padded
-        to the longest fold).
+        Each data container's held-out rows, stacked over refits.
     y_held : numpy.ndarray
         ``(refits, rows)`` their labels.
     seeds : sequence of int

@@ -4,7 +4,7 @@
 configurations of one :func:`~bnn_zoo.experiments.sweep_spec.structure`)
 together in a :class:`Batch`, and scores every fit's q as ``bnn-zoo moons``
 would in one device program (:func:`~bnn_zoo.experiments.sweep_eval.score`);
-the host only writes the records. :func:`kfold_task` refits each on K folds
+the host makes the programs' noise and writes the records. :func:`kfold_task` refits each on K folds
 of its training data, :func:`kfold_elpd` turns a record's folds into
 ArviZ's ELPD, and :func:`bayes_task` is a data set's Bayes-optimal
 reference. They run on a Dask worker or in this process, and write nothing.
@@ -240,16 +240,14 @@ def kfold_task(cfgs: list[toy.ToyConfig], splits: list, k: int) -> list[dict]:
     keep = [np.setdiff1d(np.arange(cfgs[i].n_train), held) for i, held in cases]
     batch = Batch([cfgs[i] for i, _ in cases],
                   [(splits[i].X_train[rows], splits[i].y_train[rows]) for (i, _), rows in zip(cases, keep)])
-    longest = max(len(held) for _, held in cases)
-    padded = [np.concatenate([held, np.repeat(held[:1], longest - len(held))]) for _, held in cases]
-    lppd = sweep_eval.fold_scores(
+    lppd = sweep_eval.fold_scores(  # the folds are of equal size: k divides n_train (sweep.check)
         batch.density, batch.qs([batch.candidates(j) for j in range(len(cases))]), _stack(batch.trains),
-        _stack([batch.data(splits[i].X_train[rows], splits[i].y_train[rows]) for (i, _), rows in zip(cases, padded)]),
-        np.stack([splits[i].y_train[rows] for (i, _), rows in zip(cases, padded)]),
+        _stack([batch.data(splits[i].X_train[held], splits[i].y_train[held]) for i, held in cases]),
+        np.stack([splits[i].y_train[held] for i, held in cases]),
         [cfgs[i].seed for i, _ in cases], cfgs[0].draws, batch.late_pick)
     elpd = [np.empty(cfg.n_train) for cfg in cfgs]
     for j, (i, held) in enumerate(cases):
-        elpd[i][held] = lppd[j][:len(held)]
+        elpd[i][held] = lppd[j]
     return [{"kfold": k, "elpd_kfold": float(e.sum()), "elpd_kfold_se": _se(e), "elpd_kfold_i": e.tolist()}
             for e in elpd]
 
@@ -303,7 +301,8 @@ def scores(out: dict) -> dict:
     -------
     dict
         The test metrics (:func:`bnn_zoo.evaluation.metrics.scores`),
-        ``elpd_test`` and its SE, PSIS-LOO's ``elpd_loo``, ``elpd_loo_se``,
+        ``elpd_test`` and its SE (``None`` where a test point's predictive
+        density is not finite), PSIS-LOO's ``elpd_loo``, ``elpd_loo_se``,
         ``p_loo``, ``pareto_k_max`` and ``pareto_k_bad_share`` (``None``
         where q's draws are not finite), and q's ELBO ``elbo_q`` and its SE.
 
@@ -326,9 +325,11 @@ def scores(out: dict) -> dict:
         loo = {"elpd_loo": float(elpd), "elpd_loo_se": float(se), "p_loo": float(p_loo),
                "pareto_k_max": float(np.max(k)), "pareto_k_bad_share": float(np.mean(k > 0.7))}
     lppd = out["lppd_i"]
+    predicted = bool(np.isfinite(lppd).all())  # else q's draws gave NaN probabilities: no metrics
+    test = {name: float(out[name]) for name in ("accuracy", "nll", "brier", "ece")}
+    test.update(elpd_test=float(lppd.sum()), elpd_test_se=_se(lppd))
     return {
-        **{name: float(out[name]) for name in ("accuracy", "nll", "brier", "ece")},
-        "elpd_test": float(lppd.sum()), "elpd_test_se": _se(lppd),
+        **{name: value if predicted else None for name, value in test.items()},
         **{k: loo.get(k) for k in ("elpd_loo", "elpd_loo_se", "p_loo", "pareto_k_max", "pareto_k_bad_share")},
         "elbo_q": float(ratio.mean()) if np.isfinite(ratio).all() else None,
         "elbo_q_se": float(ratio.std(ddof=1) / np.sqrt(len(ratio))) if np.isfinite(ratio).all() else None,

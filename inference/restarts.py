@@ -17,10 +17,35 @@ from bnn_zoo.inference.draws import evaluate_draws, model_data
 from bnn_zoo.inference.jaxmodel import ModelFunction
 from bnn_zoo.inference.result import FitResult
 
-__all__ = ["ELBO_DRAWS", "fit_elbo", "q_elbo"]
+__all__ = ["ELBO_DRAWS", "best", "fit_elbo", "q_elbo"]
 
 #: Draws of q in its ELBO estimate, by default: what restarts are compared by.
 ELBO_DRAWS = 1000
+
+
+def best(elbos, xp=np):
+    """The index of the highest ELBO: the restart to keep. A NaN one (a restart that diverged) is
+    never picked unless all are.
+
+    Parameters
+    ----------
+    elbos : array
+        ``(restarts,)`` ELBO estimates (:func:`q_elbo`'s).
+    xp : module, default numpy
+        The array namespace (``jax.numpy`` in a compiled program).
+
+    Returns
+    -------
+    int or array
+        The index.
+
+    Examples
+    --------
+    >>> int(best([-3.0, float("nan"), -1.0]))
+    2
+    """
+    elbos = xp.asarray(elbos)
+    return xp.argmax(xp.where(xp.isnan(elbos), -xp.inf, elbos))
 
 
 def fit_elbo(result: FitResult, draws: int = ELBO_DRAWS, seed: int = 0) -> tuple[float, float]:

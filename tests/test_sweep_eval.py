@@ -117,7 +117,7 @@ def test_a_tasks_scores_are_the_one_at_a_time_pipelines(batch):
 
 
 def test_a_program_compiles_once_per_shape(batch):
-    """A second task of the same shape reuses the compiled program; one more fit is a new shape."""
+    """A second task of the same shape reuses the compiled program."""
     cfgs, splits, b = batch
     one = [b.candidates(0)]
     args = (b.density, b.model.observed_RVs[0].name, b.qs(one), tuple(np.stack([a]) for a in b.trains[0]),
@@ -128,3 +128,20 @@ def test_a_program_compiles_once_per_shape(batch):
     c = sweep_eval.score(*args, again)
     assert first.compile > 0 and again.compile == 0
     np.testing.assert_array_equal(a["elpd_i"], c["elpd_i"])
+
+
+def test_a_fit_whose_predictions_are_not_finite_has_no_test_metrics():
+    """NaN probabilities (a q that diverged) give None, not a plausible-looking accuracy."""
+    S, n = 30, 4
+    out = {"log_p": np.zeros(S), "log_q": np.zeros(S), "flat": False, "elpd_i": np.full(n, -0.5),
+           "p_loo_i": np.zeros(n), "pareto_k": np.zeros(n), "lppd_i": np.array([-0.1, np.nan, -0.2]),
+           "accuracy": 0.5, "nll": np.nan, "brier": np.nan, "ece": np.nan}
+    record = sweep_fits.scores(out)
+    assert all(record[k] is None for k in ("accuracy", "nll", "brier", "ece", "elpd_test", "elpd_test_se"))
+    assert record["elpd_loo"] == pytest.approx(-2.0) and record["elbo_q"] == 0.0
+
+
+def test_score_refuses_too_few_draws_before_compiling(batch):
+    cfgs, splits, b = batch
+    with pytest.raises(ValueError, match="at least 25 draws, got 24"):
+        sweep_eval.score(b.density, "y", b.qs([b.candidates(0)]), (), (), np.zeros((1, 3)), [0], 24, True)
