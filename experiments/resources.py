@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import multiprocessing
 import os
 import resource
 import shutil
@@ -110,6 +111,9 @@ def cluster(args):
             client.close()
         if cluster is not None:
             cluster.close()
+        for worker in multiprocessing.active_children():  # one still inside a compiled loop: not left behind
+            worker.kill()
+            worker.join(5)
         shutil.rmtree(scratch, ignore_errors=True)
 
     try:
