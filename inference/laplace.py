@@ -1,8 +1,11 @@
 r"""The Laplace approximation: a Gaussian at the posterior's mode, from the curvature there.
 
 :func:`fit_laplace` finds the mode of the log density in the unconstrained
-space (L-BFGS, from the same random initial means as :func:`bnn_zoo.fit`)
-and returns q = N(mode, H^{-1}), ``H`` the negative Hessian of the log
+space (L-BFGS, from the same random initial means as :func:`bnn_zoo.fit`;
+then, with the dense curvature, trust-region Newton steps on the exact
+Hessian wherever L-BFGS stopped short of a curved mode, as it does on a
+badly scaled regression, where its relative-change stop can leave it
+nats below) and returns q = N(mode, H^{-1}), ``H`` the negative Hessian of the log
 density at the mode, as a :class:`~bnn_zoo.inference.result.FitResult`, so
 that :func:`bnn_zoo.sample`, :func:`bnn_zoo.predict` and :func:`bnn_zoo.loo`
 take it unchanged. Two curvatures (:class:`Laplace`):
@@ -41,16 +44,18 @@ import scipy.optimize
 import scipy.sparse.linalg
 
 from bnn_zoo.inference import families, gaussians
-from bnn_zoo.inference.modecheck import ModeCheck, flat_tolerance, mode_check
+from bnn_zoo.inference.modecheck import MODE_NATS, ModeCheck, flat_tolerance, mode_check
 from bnn_zoo.inference.jaxmodel import Layout, compile_model
 from bnn_zoo.inference.minibatch import unwrap as unwrap_minibatch
 from bnn_zoo.inference.prepare import check_steps, given_initvals, initial_mean, model_dtype
 from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLossError, warn_unless_converged
 
-__all__ = ["CURVATURES", "DENSE_MAX", "HUTCHINSON_PROBES", "Laplace", "LaplaceWarning", "fit_laplace"]
+__all__ = ["CURVATURES", "DENSE_MAX", "HUTCHINSON_PROBES", "NEWTON_STEPS", "Laplace", "LaplaceWarning", "fit_laplace"]
 
 #: The most unconstrained values for the dense Hessian (a 4,000 x 4,000 float64 matrix is 128 MB).
 DENSE_MAX = 4000
+#: The most trust-region Newton steps after L-BFGS, where it stopped short of a curved mode (dense curvature).
+NEWTON_STEPS = 50
 #: Rademacher probes of Hutchinson's estimate of the Hessian's trace (the low-rank curvature).
 HUTCHINSON_PROBES = 64
 #: The curvatures :class:`Laplace` takes.
@@ -181,25 +186,59 @@ def fit_laplace(model: pm.Model, spec: Laplace = Laplace(), *, steps: int = 20_0
 
         found = scipy.optimize.minimize(objective, start, jac=True, method="L-BFGS-B", callback=record,
                                         options=dict(maxiter=steps, maxfun=2 * steps, maxcor=20))
-        mode = found.x
         if not np.isfinite(found.fun):
             raise NonFiniteLossError(f"the log density is {-found.fun} at the end of the search for the mode")
+        newton_steps = 0
         if curvature == "hessian":
-            lam, V = _dense(jax.jit(jax.hessian(lambda z: -log_p(z))), mode, dtype)
+            hessian = jax.jit(jax.hessian(lambda z: -log_p(z)))
+            lam, V = _dense(hessian, found.x, dtype)
+            if found.status != 1 and _short_of_mode(-np.asarray(found.jac, dtype="float64"), lam, V, dtype):
+                found, newton_steps = _newton(objective, hessian, found, dtype, record)
+                lam, V = _dense(hessian, found.x, dtype)
             rest = None
             family, factor = families.FULL_RANK, _dense_factor(lam, V)
         else:
-            lam, V, rest = _low_rank(lambda z: -log_p(z), mode, rank, random_seed, dtype)
+            lam, V, rest = _low_rank(lambda z: -log_p(z), found.x, rank, random_seed, dtype)
             family, factor = families.LOW_RANK_EIGEN, _low_rank_factor(lam, V, rest)
         check = _mode_check(-np.asarray(found.jac, dtype="float64"), lam, V, rest, layout, dtype, found)
-    params = family.from_factor(mode.astype(dtype), factor)
+    params = family.from_factor(found.x.astype(dtype), factor)
     config = dict(method="laplace", curvature=curvature, rank=rank if curvature == "lowrank" else None,
-                  steps=int(found.nit), seed=random_seed, dtype=dtype)
+                  steps=int(found.nit), newton_steps=newton_steps, seed=random_seed, dtype=dtype)
     end = time.perf_counter()
     result = FitResult(model=model, family=family, layout=layout, params=params, elbo=np.asarray(trace),
                        config=config, seconds=end - t0, compile_seconds=0.0, density=density, mode_check=check)
     warn_unless_converged(result, LaplaceWarning, stacklevel=4)  # at the call of bnn_zoo.fit
     return result
+
+
+def _short_of_mode(gradient: np.ndarray, lam: np.ndarray, V: np.ndarray, dtype: str) -> bool:
+    """Whether the point L-BFGS stopped at is short of a curved mode: a finite gradient, the Hessian
+    positive definite and not flat, and the quadratic model's mode above it by more than ``MODE_NATS``."""
+    if not (np.isfinite(gradient).all() and np.isfinite(lam).all()):
+        return False
+    if lam.min() <= flat_tolerance(np.abs(lam).max(), dtype):
+        return False  # a saddle or a flat direction: Newton's step is not a step to a mode
+    proj = V.T @ gradient
+    return 0.5 * float(np.sum(proj**2 / lam)) > MODE_NATS
+
+
+def _newton(objective, hessian, found, dtype: str, record) -> tuple:
+    """Trust-region Newton steps (the exact Hessian) from where L-BFGS stopped, to the mode it fell short of.
+
+    L-BFGS stops on a relative change of the log density (``factr``), which on a badly conditioned
+    posterior (predictors on scales 100 apart) can leave it nats below the mode. From there, with the
+    Hessian positive definite, Newton converges in a few steps. Returns scipy's result, with ``nit``
+    the L-BFGS iterations (Newton's are the second value) and ``jac`` the gradient at the new point.
+    """
+    newton = scipy.optimize.minimize(
+        objective, found.x, jac=True, method="trust-exact", callback=record,
+        hess=lambda z: np.asarray(hessian(jnp.asarray(z, dtype)), dtype="float64"),
+        options=dict(maxiter=NEWTON_STEPS, gtol=1e-8))
+    if not (np.isfinite(newton.fun) and newton.fun <= found.fun):
+        return found, 0
+    found = scipy.optimize.OptimizeResult(dict(found, x=newton.x, fun=newton.fun, jac=newton.jac,
+                                               message=f"{found.message}; then {newton.nit} Newton steps"))
+    return found, int(newton.nit)
 
 
 def _positive(eigenvalues: np.ndarray) -> np.ndarray:

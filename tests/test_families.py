@@ -166,6 +166,37 @@ def test_laplace_tests_its_mode_not_an_elbo():
     assert not short.convergence.converged and short.convergence.mode_gap > 0.1
 
 
+def _badly_scaled_regression(n=5000, scale=1000.0):
+    """Flat-prior regression with an interaction, its predictor on a scale of 1,000 (kidiq's, times 10)."""
+    rng = np.random.default_rng(0)
+    hs, iq = rng.integers(0, 2, n).astype(float), rng.normal(scale, 0.15 * scale, n)
+    X = np.column_stack([np.ones(n), hs, iq, hs * iq])
+    y = X @ [-11.0, 51.0, 0.97, -0.48] + rng.normal(0, 18, n)
+    with pm.Model() as model:
+        beta = pm.Flat("beta", shape=4)
+        sigma = pm.HalfFlat("sigma")
+        pm.Normal("y", pm.math.dot(X, beta), sigma, observed=y)
+    return model, X, y
+
+
+def test_laplace_takes_newton_steps_where_lbfgs_stops_short_of_the_mode(monkeypatch):
+    """L-BFGS stops on a relative change of the log density, here 150 nats below the mode while scipy
+    reports convergence; the mode check says so, and trust-region Newton steps then reach the mode."""
+    model, X, y = _badly_scaled_regression()
+    beta_hat = np.linalg.lstsq(X, y, rcond=None)[0]
+    monkeypatch.setattr(laplace, "_short_of_mode", lambda *args: False)  # L-BFGS alone
+    with pytest.warns(bnn_zoo.ConvergenceWarning, match="nats below the mode"):
+        alone = bnn_zoo.fit(model, method="laplace")
+    assert alone.convergence.mode_gap > 10 and "CONVERGENCE" in alone.convergence.stopped
+    monkeypatch.undo()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bnn_zoo.ConvergenceWarning)
+        fit = bnn_zoo.fit(model, method="laplace")
+    assert fit.config["newton_steps"] > 0 and fit.convergence.converged and fit.convergence.mode_gap < 1e-8
+    np.testing.assert_allclose(fit.mean["beta"], beta_hat, rtol=1e-6)  # the flat-prior mode is least squares
+    assert fit.elbo[-1] > alone.elbo[-1] + 10  # the trace goes on through Newton's steps
+
+
 def test_laplace_refuses_the_steps_advi_refuses():
     model, *_ = regression_model()
     for steps in (0, -5, 1.5, True):
