@@ -160,9 +160,12 @@ def fit(
         The ``pm.Data`` containers cut into minibatches, rows taken together;
         default every container of the model. Only with ``batch_size``.
     init : FitResult, optional
-        Start at another fit's q: its means and marginal sds (a full-rank fit
-        from a mean-field one begins with a diagonal factor, and takes the
-        path-derivative gradient unless the objective says otherwise). The
+        Start at another fit's q: its means and marginal sds; a full-rank
+        fit from a full-rank q (or a dense Laplace fit) takes its whole
+        factor. A full-rank fit takes the path-derivative gradient unless
+        the objective says otherwise. On a badly conditioned posterior, a
+        Laplace fit that passed its test of the mode is the start to give
+        (docs/user_guide/families.md); one that did not is refused. The
         model must have the same variables and shapes.
     average : float, default 0.5
         Share of the final steps whose iterates are averaged into the result

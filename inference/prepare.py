@@ -24,7 +24,7 @@ import pymc as pm
 import pytensor
 
 from bnn_zoo.inference import checkpoint as ckpt
-from bnn_zoo.inference import core, defaults, estimators, gaussians, methods, objective, optim
+from bnn_zoo.inference import core, defaults, estimators, families, gaussians, methods, objective, optim
 from bnn_zoo.inference.engine import Runner, compile_steps, steps_per_epoch
 from bnn_zoo.inference.families import Family
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
@@ -283,9 +283,18 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
                 raise ValueError(f"init must be a FitResult of this model (what bnn_zoo.fit returns), got {init!r}")
             if [(n, s) for n, _, s, _ in init.layout.slots] != [(n, s) for n, _, s, _ in layout.slots]:
                 raise ValueError("init must be a fit of a model with the same variables and shapes")
+            if init.method == "laplace" and not init.convergence.converged:
+                raise ValueError("init is a Laplace fit that did not pass its test of the mode "
+                                 f"({init.convergence.describe()}): q's mean is not the posterior's mode, "
+                                 "so it is no start; fit without init, or fix what the test names first")
             mean, factor = init.family.mean_and_factor(init.params)
             sd = gaussians.marginal_sd(factor)
-        params = {k: jnp.asarray(v, dtype) for k, v in family.init(mean.astype(dtype), sd).items()}
+        if init is not None and family.name == init.family.name == families.FULL_RANK.name:
+            # A dense q starts a dense q whole: its correlations are what a badly conditioned posterior needs.
+            params = family.from_factor(mean.astype(dtype), factor.astype(dtype))
+        else:
+            params = family.init(mean.astype(dtype), sd)
+        params = {k: jnp.asarray(v, dtype) for k, v in params.items()}
         state = core.init(params, optimizer, average=average > 0)
         # The keys are those of the results and checkpoints written before: they resume.
         settings = dict(method=family.name, batch_size=batch_size, minibatch=sorted(

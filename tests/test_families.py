@@ -197,6 +197,26 @@ def test_laplace_takes_newton_steps_where_lbfgs_stops_short_of_the_mode(monkeypa
     assert fit.elbo[-1] > alone.elbo[-1] + 10  # the trace goes on through Newton's steps
 
 
+def test_a_laplace_start_gets_full_rank_to_a_badly_conditioned_posterior():
+    """From its default start, full rank ends 15 sds off on this posterior (as every family did on
+    posteriordb's diamonds); from the Laplace fit's whole factor it stays at the posterior. A Laplace fit
+    that did not reach its mode is refused as a start."""
+    model, X, y = _badly_scaled_regression()
+    start = bnn_zoo.fit(model, method="laplace")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bnn_zoo.ConvergenceWarning)
+        plain = bnn_zoo.fit(model, method="fullrank_advi", steps=5_000, progressbar=False)
+    full = bnn_zoo.fit(model, method="fullrank_advi", init=start, steps=5_000, progressbar=False)
+    error = lambda fit: np.max(np.abs(fit.mean["beta"] - start.mean["beta"]) / start.sd["beta"])
+    assert error(plain) > 3 and error(full) < 0.1
+    np.testing.assert_allclose(full.sd["beta"], start.sd["beta"], rtol=0.15)
+    with pytest.warns(bnn_zoo.ConvergenceWarning):
+        short = bnn_zoo.fit(model, method="laplace", steps=2)
+    with pytest.raises(ValueError, match=r"^init is a Laplace fit that did not pass its test of the mode \(L-BFGS "
+                                         r"stopped .*\): .* fit without init"):
+        bnn_zoo.fit(model, method="fullrank_advi", init=short, progressbar=False)
+
+
 def test_laplace_refuses_the_steps_advi_refuses():
     model, *_ = regression_model()
     for steps in (0, -5, 1.5, True):
