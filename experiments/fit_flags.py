@@ -19,7 +19,7 @@ from bnn_zoo.experiments.flags import (HelpFormatter, Parser, fraction, nonneg_i
                                        unit_interval)
 from bnn_zoo.inference import optim
 from bnn_zoo.inference.estimators import ESTIMATORS
-from bnn_zoo.inference.methods import METHODS
+from bnn_zoo.inference.methods import SINGLE
 
 __all__ = ["ADVI_ONLY", "add_fit_arguments", "build_parser", "fit_settings", "flag_defaults"]
 
@@ -41,7 +41,7 @@ def add_fit_arguments(p: argparse.ArgumentParser, exp: Experiment) -> None:
     """
     d = flag_defaults(exp)
     g = p.add_argument_group("fit")
-    g.add_argument("--method", choices=METHODS, default=d["method"],
+    g.add_argument("--method", choices=SINGLE, default=d["method"],
                    help="q: a mean-field, low-rank or full-rank Gaussian fitted by ADVI, or the Laplace "
                    "approximation at the mode (docs/user_guide/families.md)")
     if exp.minibatches:

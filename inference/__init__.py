@@ -32,9 +32,11 @@ The public API re-exported at :mod:`bnn_zoo`'s root comes from here. The modules
 """
 
 from bnn_zoo.inference.advi import fit
+from bnn_zoo.inference.auto import Auto, path_table
 from bnn_zoo.inference.batch import fit_many
 from bnn_zoo.inference.checkpoint import Checkpoint, CheckpointError
 from bnn_zoo.inference.laplace import Laplace
+from bnn_zoo.inference.handoff import nuts
 from bnn_zoo.inference.methods import METHODS, FullRank, LowRank, MeanField
 from bnn_zoo.inference.objective import ELBO
 from bnn_zoo.inference.prediction import predict
@@ -44,6 +46,6 @@ from bnn_zoo.inference.qcheck import reweighted
 from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLossError
 from bnn_zoo.inference.sampling import sample
 
-__all__ = ["ELBO", "METHODS", "Checkpoint", "CheckpointError", "ConvergenceWarning", "FitResult", "FullRank",
-           "Laplace", "LowRank", "MeanField", "NonFiniteLossError", "fit", "fit_many", "loo", "precision", "predict",
-           "reweighted", "sample"]
+__all__ = ["ELBO", "METHODS", "Auto", "Checkpoint", "CheckpointError", "ConvergenceWarning", "FitResult",
+           "FullRank", "Laplace", "LowRank", "MeanField", "NonFiniteLossError", "fit", "fit_many", "loo", "nuts",
+           "path_table", "precision", "predict", "reweighted", "sample"]

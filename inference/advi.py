@@ -29,6 +29,7 @@ from bnn_zoo.inference import checkpoint as ckpt
 from bnn_zoo.inference import defaults, methods, optim
 from bnn_zoo.inference.checkpoint import Checkpoint
 from bnn_zoo.inference.engine import CHUNK
+from bnn_zoo.inference.auto import Auto, fit_auto
 from bnn_zoo.inference.laplace import Laplace, fit_laplace
 from bnn_zoo.inference.minibatch import unwrap as unwrap_minibatch
 from bnn_zoo.inference.objective import ELBO
@@ -90,7 +91,7 @@ def _progress(show: bool) -> Progress:
 def fit(
     model: pm.Model,
     *,
-    method: str | methods.MeanField | methods.LowRank | methods.FullRank | Laplace = "advi",
+    method: str | methods.MeanField | methods.LowRank | methods.FullRank | Laplace | Auto = "advi",
     steps: int = defaults.STEPS,
     optimizer: optax.GradientTransformation | None = None,
     objective: ELBO | None = None,
@@ -102,7 +103,7 @@ def fit(
     checkpoint: Checkpoint | None = None,
     progressbar: bool = True,
 ) -> FitResult:
-    r"""Fit a Gaussian approximation to ``model``'s posterior: ADVI (three families) or Laplace.
+    r"""Fit a Gaussian approximation to ``model``'s posterior: ADVI (three families), Laplace, or ``"auto"``.
 
     q is a Gaussian over the model's unconstrained values (the space of
     PyMC's value variables), fitted by maximising the ELBO with
@@ -124,11 +125,14 @@ def fit(
         Any PyMC model with continuous free variables of one float dtype,
         fitted in the dtype it was built in (build it inside
         :func:`bnn_zoo.precision` for float32).
-    method : {"advi", "lowrank_advi", "fullrank_advi", "laplace"} or MeanField or LowRank or FullRank or Laplace, default "advi"
+    method : {"advi", "lowrank_advi", "fullrank_advi", "laplace", "auto"} or MeanField or LowRank or FullRank or Laplace or Auto, default "advi"
         Mean-field (diagonal), low-rank-plus-diagonal (rank ``sqrt(dim)``)
         or full-rank Gaussian q fitted by ADVI, or the Laplace approximation
         (the mode by L-BFGS, then the curvature there; it takes ``steps``
-        and ``random_seed`` only). The values
+        and ``random_seed`` only), or ``"auto"``: the Laplace approximation,
+        then a Gaussian sized to the model started from it, stopping at the
+        first whose ``q_pareto_k`` passes (:mod:`~bnn_zoo.inference.auto`;
+        ``steps``, ``random_seed`` and ``progressbar`` only). The values
         ``bnn_zoo.MeanField(init_std=...)``, ``bnn_zoo.LowRank(rank=...)``,
         ``bnn_zoo.FullRank(...)`` and ``bnn_zoo.Laplace(curvature=...)`` set
         q's initial sd, the rank and the curvature (docs/user_guide/families.md).
@@ -246,14 +250,22 @@ def fit(
     ...
     TypeError: fit() no longer takes seed=: use random_seed= (CHANGELOG.md, 'What moved')
     """
-    if method == "laplace" or isinstance(method, Laplace):
+    if method in ("laplace", "auto") or isinstance(method, (Laplace, Auto)):
+        name = method if isinstance(method, str) else method.name
         given = [name for name, value, default in (
             ("optimizer", optimizer, None), ("objective", objective, None), ("batch_size", batch_size, None),
             ("minibatch", minibatch, None), ("init", init, None), ("checkpoint", checkpoint, None))
             if value is not default]
-        if given:
+        if given and name == "laplace":
             raise ValueError(f"method='laplace' takes steps and random_seed only, not {given[0]}=: "
                              "it finds the mode by L-BFGS on the full data")
+        if given:
+            raise ValueError(f"method='auto' takes steps, random_seed and progressbar only, not {given[0]}=: "
+                             "it chooses each rung's settings (docs/user_guide/families.md); to set them, "
+                             "fit the rung's method yourself")
+        if name == "auto":
+            return fit_auto(model, Auto() if method == "auto" else method, steps=steps, random_seed=random_seed,
+                            progressbar=progressbar)
         return fit_laplace(model, Laplace() if method == "laplace" else method, steps=steps,
                            random_seed=random_seed)
     model, batch_size, minibatch = unwrap_minibatch(model, batch_size, minibatch)

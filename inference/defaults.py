@@ -45,6 +45,11 @@ FULLRANK_LEARNING_RATE = 1e-3
 FULLRANK_RATE_AT_DIM_1 = 0.02
 
 
+#: ``method="auto"``'s Gaussian rung is full rank up to this many unconstrained values, low rank above
+#: (a dense factor of 2,000 values is 2 million parameters, and its step O(dim^2)).
+AUTO_FULL_RANK_MAX = 2000
+
+
 def fullrank_learning_rate(dim: int) -> float:
     """The full-rank phase's learning rate for a model of ``dim`` unconstrained values.
 
@@ -125,4 +130,5 @@ def table() -> list[tuple[str, str, str]]:
          "fit_many: fits from other initial means; when the best runs on alone"),
         ("checkpoint every", f"{CHECKPOINT_EVERY} steps", "between two checkpoints"),
         ("draws", f"{DRAWS}", "posterior draws of a command, for predictions and PSIS-LOO"),
+        ("auto's full rank", f"up to {AUTO_FULL_RANK_MAX} values", "method='auto': its Gaussian rung, low rank above"),
     ]

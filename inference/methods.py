@@ -2,7 +2,8 @@
 
 ``"advi"``, ``"lowrank_advi"`` and ``"fullrank_advi"`` name the Gaussian
 families of :mod:`~bnn_zoo.inference.families` at their default settings,
-and ``"laplace"`` the Laplace approximation (:mod:`~bnn_zoo.inference.laplace`);
+``"laplace"`` the Laplace approximation (:mod:`~bnn_zoo.inference.laplace`)
+and ``"auto"`` the cheapest of them that passes its test (:mod:`~bnn_zoo.inference.auto`);
 :data:`METHODS` lists them. :class:`MeanField`, :class:`LowRank` and
 :class:`FullRank` carry q's initial sd (and the rank), as NumPyro's
 autoguides carry ``init_scale``. :func:`resolve` turns an ADVI method into
@@ -20,11 +21,14 @@ import numpy as np
 from bnn_zoo.inference import defaults
 from bnn_zoo.inference.families import FAMILIES, Family, check_rank_setting, low_rank
 
-__all__ = ["METHODS", "WARM_STARTED", "FullRank", "LowRank", "MeanField", "resolve", "spec"]
+__all__ = ["METHODS", "SINGLE", "WARM_STARTED", "FullRank", "LowRank", "MeanField", "resolve", "spec"]
 
-#: Every name ``bnn_zoo.fit``'s ``method`` takes: the Gaussians fitted by ADVI, then the Laplace
-#: approximation (``bnn_zoo.fit`` alone; ``fit_many`` fits the ADVI families).
-METHODS = (*FAMILIES, "laplace")
+#: The methods that fit one q: the Gaussians fitted by ADVI, then the Laplace approximation
+#: (``bnn_zoo.fit`` alone; ``fit_many`` fits the ADVI families). What the experiments' ``--method`` takes.
+SINGLE = (*FAMILIES, "laplace")
+#: Every name ``bnn_zoo.fit``'s ``method`` takes: :data:`SINGLE`, then ``"auto"`` (the cheapest of them
+#: that passes its test, :mod:`~bnn_zoo.inference.auto`).
+METHODS = (*SINGLE, "auto")
 #: The families ``bnn_zoo.fit`` starts from a mean-field fit when it is given no ``init``: from its
 #: own narrow start full-rank ADVI is slow and unstable (docs/user_guide/engine.md).
 WARM_STARTED = ("fullrank_advi",)
@@ -159,10 +163,11 @@ def resolve(method, laplace: bool = False) -> tuple[Family, float]:
         return FAMILIES[method.name], float(method.init_std)
     if isinstance(method, str) and method in FAMILIES:
         return FAMILIES[method], float(defaults.INIT_STD)
-    if method == "laplace" or getattr(method, "name", None) == "laplace":
-        raise ValueError("method='laplace' is bnn_zoo.fit's alone: fit_many and the ADVI engine fit the "
-                         f"families {', '.join(FAMILIES)}")
-    names, values = (METHODS, ", bnn_zoo.FullRank(...) or bnn_zoo.Laplace(...)") if laplace else (
+    for other in ("laplace", "auto"):
+        if method == other or getattr(method, "name", None) == other:
+            raise ValueError(f"method={other!r} is bnn_zoo.fit's alone: fit_many and the ADVI engine fit the "
+                             f"families {', '.join(FAMILIES)}")
+    names, values = (METHODS, ", bnn_zoo.FullRank(...), bnn_zoo.Laplace(...) or bnn_zoo.Auto(...)") if laplace else (
         tuple(FAMILIES), " or bnn_zoo.FullRank(...)")
     raise ValueError(f"unknown method {method!r}; valid: {', '.join(names)}, bnn_zoo.MeanField(...), "
                      f"bnn_zoo.LowRank(...){values} (docs/user_guide/families.md)")
@@ -173,7 +178,7 @@ def spec(name: str, init_std: float = defaults.INIT_STD):
 
     Parameters
     ----------
-    name : {"advi", "lowrank_advi", "fullrank_advi", "laplace"}
+    name : {"advi", "lowrank_advi", "fullrank_advi", "laplace", "auto"}
         A name of :data:`METHODS`.
     init_std : float, default bnn_zoo.inference.defaults.INIT_STD
         q's initial sd (ADVI); the Laplace approximation has none.
@@ -182,7 +187,7 @@ def spec(name: str, init_std: float = defaults.INIT_STD):
     -------
     MeanField or LowRank or FullRank or str
         The family's value at ``init_std`` (``LowRank`` at its default
-        rank), or ``"laplace"``.
+        rank), or ``"laplace"`` or ``"auto"``.
 
     Raises
     ------
@@ -197,7 +202,7 @@ def spec(name: str, init_std: float = defaults.INIT_STD):
     >>> methods.spec("laplace")
     'laplace'
     """
-    if name == "laplace":
+    if name in ("laplace", "auto"):
         return name
     values = {value.name: value for value in (MeanField, LowRank, FullRank)}
     if name not in values:

@@ -1,0 +1,125 @@
+"""method="auto" (issue 54): the rungs, the test each passes, the path it records, importance-resampled
+draws, and the hand-off to NUTS."""
+
+import dataclasses
+import warnings
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import bnn_zoo
+from bnn_zoo.inference import auto, qcheck
+
+
+def _skewed_poisson():
+    """log p(a) = sum(y) a - n exp(a) - a^2 / 200: a log rate from four small counts, skewed to the left.
+    Returns the model and the exact posterior mean and sd of ``a`` (by quadrature)."""
+    y = np.array([0, 1, 0, 2])
+    with pm.Model() as model:
+        a = pm.Normal("a", 0, 10)
+        pm.Poisson("y", pm.math.exp(a), observed=y)
+    grid = np.linspace(-8, 4, 200_001)
+    log_p = y.sum() * grid - y.size * np.exp(grid) - grid**2 / 200
+    w = np.exp(log_p - log_p.max())
+    w /= w.sum()
+    mean = float(np.sum(w * grid))
+    return model, mean, float(np.sqrt(np.sum(w * (grid - mean) ** 2)))
+
+
+def _exact_rate():
+    """E[exp(a) | y] of :func:`_skewed_poisson`: the posterior predictive mean of a count."""
+    y = np.array([0, 1, 0, 2])
+    grid = np.linspace(-8, 4, 200_001)
+    log_p = y.sum() * grid - y.size * np.exp(grid) - grid**2 / 200
+    w = np.exp(log_p - log_p.max())
+    return float(np.sum(w * np.exp(grid)) / w.sum())
+
+
+def test_auto_stops_at_laplace_where_it_passes_and_its_draws_are_importance_resampled():
+    model, mean, sd = _skewed_poisson()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no rung warns when the first passes
+        result = bnn_zoo.fit(model, method="auto")
+    path = result.config["auto"]["path"]
+    assert result.method == "laplace" and [e["rung"] for e in path] == ["laplace"] and path[0]["passed"]
+    assert all(k <= qcheck.K_WARN for k in path[0]["q_pareto_k_halves"]) and result.config["importance_resampled"]
+    assert result.config["auto"]["returned"] == 0 and path[0]["seconds"] > 0 and np.isfinite(path[0]["elbo"])
+    idata = bnn_zoo.sample(result, 4000)
+    assert idata.attrs["importance_resampled"] == "4000 of 16000 draws of q, by their PSIS weights"
+    drawn = idata["posterior"]["a"].values.ravel()
+    mode = float(result.mean["a"])  # q's own mean
+    assert abs(mode - mean) > 0.15 * sd  # the skew Laplace misses...
+    assert abs(drawn.mean() - mean) < 0.05 * sd and drawn.std() == pytest.approx(sd, rel=0.05)  # ...resampled
+    np.testing.assert_allclose(idata["sample_stats"]["psis_log_weight"].values, -np.log(4000))
+    pred = bnn_zoo.predict(result, var_names=["y"], draws=4000)  # predict takes the same corrected draws
+    rate = pred["predictions"]["y"].values.mean()
+    raw = dataclasses.replace(result, config=dict(result.config, importance_resampled=False))  # q's own draws
+    raw_rate = bnn_zoo.predict(raw, var_names=["y"], draws=4000)
+    exact = _exact_rate()
+    assert abs(rate - exact) < 0.5 * abs(raw_rate["predictions"]["y"].values.mean() - exact)
+    assert "laplace" in bnn_zoo.path_table(result).splitlines()[1] and "<-" in bnn_zoo.path_table(result)
+
+
+def _funnel(n=8, seed=0):
+    rng = np.random.default_rng(seed)
+    with pm.Model() as model:
+        tau = pm.HalfNormal("tau", 1)
+        theta = pm.Normal("theta", 0, tau, shape=n)
+        pm.Normal("y", theta, 1, observed=rng.normal(size=n))
+    return model
+
+
+def test_auto_climbs_past_a_laplace_fit_with_no_mode_and_says_when_no_rung_passes():
+    with pytest.warns(qcheck.ApproximationWarning, match=r"^method='auto': no rung passed its test: laplace "
+                      r"q_pareto_k [0-9.]+, fullrank_advi q_pareto_k [0-9.]+ > 0\.7; returning [a-z_]+, not "
+                      r"resampled; for the posterior itself hand off to NUTS: bnn_zoo\.nuts\(result\)"):
+        result = bnn_zoo.fit(_funnel(), method="auto", steps=3_000, progressbar=False)
+    path = result.config["auto"]["path"]
+    assert [e["rung"] for e in path] == list(auto.RUNGS) and not any(e["passed"] for e in path)
+    assert not path[0]["converged"]  # the funnel has no mode: full rank did not start from it
+    assert not result.config["importance_resampled"] and result.config["auto"]["returned"] in (0, 1)
+    with pytest.warns(qcheck.ApproximationWarning):
+        assert "importance_resampled" not in bnn_zoo.sample(result, 4000).attrs
+
+
+def test_the_budget_stops_the_climb_and_says_so():
+    with pytest.warns(qcheck.ApproximationWarning, match=r"no rung passed its test \(the budget stopped it\)"):
+        result = bnn_zoo.fit(_funnel(), method=bnn_zoo.Auto(budget=1e-6))
+    assert len(result.config["auto"]["path"]) == 1 and result.method == "laplace"
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(budget=0), "budget must be a positive number of seconds or None, got 0"),
+    (dict(draws=1000), "draws must be an integer of at least 4400"),
+    (dict(draws=True), "draws must be an integer of at least 4400"),
+])
+def test_auto_refuses_bad_settings(bad, message):
+    with pytest.raises(ValueError, match=message):
+        bnn_zoo.Auto(**bad)
+
+
+def test_auto_refuses_the_settings_it_chooses_itself():
+    model, *_ = _skewed_poisson()
+    with pytest.raises(ValueError, match=r"^method='auto' takes steps, random_seed and progressbar only, not "
+                                         r"batch_size=: it chooses"):
+        bnn_zoo.fit(model, method="auto", batch_size=2)
+    with pytest.raises(ValueError, match="method='auto' is bnn_zoo.fit's alone"):
+        bnn_zoo.fit_many([model], method="auto")
+    plain = bnn_zoo.fit(model, method="laplace")
+    with pytest.raises(ValueError, match="this is a 'laplace' fit, not one of method='auto'"):
+        bnn_zoo.path_table(plain)
+
+
+def test_nuts_preconditioned_by_q_samples_the_posterior():
+    model, mean, sd = _skewed_poisson()
+    q = bnn_zoo.fit(model, method="laplace")
+    idata = bnn_zoo.nuts(q, 1000, tune=200, chains=2)
+    a = idata["posterior"]["a"].values
+    assert a.shape == (2, 1000) and idata.attrs["rhat_max"] < 1.01
+    assert int(idata["sample_stats"]["diverging"].sum()) == 0
+    assert a.mean() == pytest.approx(mean, abs=0.1 * sd) and a.std() == pytest.approx(sd, rel=0.1)
+    for bad, message in ((dict(draws=0), "draws must be an integer of at least 1"),
+                         (dict(target_accept=1.5), "target_accept must be a float in")):
+        with pytest.raises(ValueError, match=message):
+            bnn_zoo.nuts(q, **bad)
