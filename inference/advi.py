@@ -101,6 +101,7 @@ def fit(
     average: float = defaults.AVERAGE,
     random_seed: int = 0,
     checkpoint: Checkpoint | None = None,
+    centring: bool | Sequence[str] = False,
     progressbar: bool = True,
 ) -> FitResult:
     r"""Fit a Gaussian approximation to ``model``'s posterior: ADVI (three families), Laplace, or ``"auto"``.
@@ -179,6 +180,15 @@ def fit(
     checkpoint : Checkpoint, optional
         Where and how often to write the fit's state, and whether to resume
         from a saved one (``bnn_zoo.Checkpoint(path, every=500, resume=True)``).
+    centring : bool or sequence of str, default False
+        Learned centring (:mod:`~bnn_zoo.inference.centring`): each
+        hierarchical location-scale variable (``Normal(loc, scale)`` with a
+        random ``loc`` or ``scale``; ``True``: all of them, or those named)
+        is fitted between its centred and non-centred forms, its ``lambda``
+        learned with q. The result's model is the rewritten one (``x`` a
+        deterministic of the free ``x_vip``), and ``config["centring"]``
+        holds each variable's ``lambda`` (1 centred, 0 non-centred). ADVI
+        families, full data only.
     progressbar : bool, default True
         Show a progress bar with the running ELBO (mean of the last 100 steps).
 
@@ -254,8 +264,8 @@ def fit(
         name = method if isinstance(method, str) else method.name
         given = [name for name, value, default in (
             ("optimizer", optimizer, None), ("objective", objective, None), ("batch_size", batch_size, None),
-            ("minibatch", minibatch, None), ("init", init, None), ("checkpoint", checkpoint, None))
-            if value is not default]
+            ("minibatch", minibatch, None), ("init", init, None), ("checkpoint", checkpoint, None),
+            ("centring", centring, False)) if value is not default]
         if given and name == "laplace":
             raise ValueError(f"method='laplace' takes steps and random_seed only, not {given[0]}=: "
                              "it finds the mode by L-BFGS on the full data")
@@ -279,8 +289,10 @@ def fit(
     if objective.estimator != "weights" and family.name != "advi":
         raise ValueError(f"ELBO(estimator={objective.estimator!r}) needs mean-field q (method='advi'), "
                          f"got method={family.name!r}")
+    if centring is not False:
+        model, centring = _centred(model, centring, batch_size, init)
     settings = dict(batch_size=batch_size, minibatch=minibatch, average=average, random_seed=random_seed,
-                    progressbar=progressbar)
+                    progressbar=progressbar, centring=centring or None)
     if family.name in methods.WARM_STARTED and init is None:
         if checkpoint is not None:
             raise ValueError("a full-rank fit without init starts from a mean-field fit and cannot "
@@ -290,6 +302,24 @@ def fit(
         objective = dataclasses.replace(objective, path_derivative=True)
     return _run(model, method, steps=steps, optimizer=optimizer, objective=objective, init=init,
                 checkpoint=checkpoint, **settings)
+
+
+def _centred(model, centring, batch_size, init) -> tuple:
+    """The model rewritten for learned centring, and what was rewritten; refusals in one line."""
+    from bnn_zoo.inference import centring as vip
+
+    if batch_size is not None:
+        raise ValueError("centring learns each lambda on the full data: fit without batch_size (or without "
+                         "centring)")
+    if init is not None and "centring" not in init.params:
+        raise ValueError("init is a fit without centring, of the model as written: with centring=..., start "
+                         "from a fit that had it, or without init")
+    names = None if centring is True else list(centring)
+    if names is None and not vip.candidates(model):
+        raise ValueError("centring=True: the model has no location-scale variable whose loc or scale is random "
+                         "(a hierarchy written non-centred has none: write it centred, x ~ Normal(mu, tau), "
+                         "and centring learns the form)")
+    return vip.reparametrise(model, names)
 
 
 def _warm_started(model, method, *, steps, optimizer, objective, **settings) -> FitResult:
@@ -334,7 +364,7 @@ def _non_finite_data(model) -> str:
 
 
 def _run(model, method, *, steps, optimizer, objective, batch_size, minibatch, init, average, random_seed,
-         checkpoint, progressbar) -> FitResult:
+         checkpoint, progressbar, centring=None) -> FitResult:
     """One fit's loop: prepare, resume, step in chunks, checkpoint, test convergence."""
     t0 = time.perf_counter()
     source = checkpoint.source if checkpoint is not None else None
@@ -342,7 +372,7 @@ def _run(model, method, *, steps, optimizer, objective, batch_size, minibatch, i
     done = saved.steps_done if saved is not None else 0
     setup = prepare(model, method=method, steps=steps, optimizer=optimizer, objective=objective,
                     batch_size=batch_size, minibatch=minibatch, init=init, average=average,
-                    random_seed=random_seed)
+                    random_seed=random_seed, centring=centring)
     if done > steps:
         raise ckpt.CheckpointError(f"checkpoint {source} has {done} steps, more than the {steps} asked for")
     path, every = (checkpoint.path, checkpoint.every) if checkpoint is not None else (None, None)
@@ -388,6 +418,11 @@ def _run(model, method, *, steps, optimizer, objective, batch_size, minibatch, i
     if init is not None and init.config.get("beta") == objective.beta:  # the same objective: a level to keep
         config["init_elbo_final"] = init.elbo_final
     ran = steps - done
+    if centring is not None:  # the learned lambdas go into the model's containers: its draws use them
+        from bnn_zoo.inference.centring import set_lambdas
+
+        lambdas = set_lambdas(model, centring, 1 / (1 + np.exp(-np.asarray(state.fitted["centring"], "float64"))))
+        config["centring"] = {name: value.tolist() for name, value in lambdas.items()}
     result = FitResult(
         model=model, family=setup.family, layout=setup.layout,
         params={k: np.asarray(v) for k, v in state.fitted.items()},

@@ -11,6 +11,10 @@ passes its test (:data:`RUNGS`):
    rank above, started from the Laplace fit where that reached its mode (its
    whole factor: what gets full rank to a badly conditioned posterior), else
    from its own start.
+3. ``"centring"``: the same Gaussian with learned centring
+   (:mod:`~bnn_zoo.inference.centring`), where the model has a hierarchical
+   location-scale variable: a funnel in one form is often close to Gaussian
+   in the other.
 
 The test is q's Pareto k (:mod:`~bnn_zoo.inference.qcheck`) on ``draws``
 draws, split into two independent halves: a rung passes when the k of each
@@ -41,13 +45,14 @@ import numpy as np
 import pymc as pm
 
 from bnn_zoo.inference import defaults, qcheck
+from bnn_zoo.inference.centring import candidates
 from bnn_zoo.inference.draws import draw_z, evaluate_z
 from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLossError
 
 __all__ = ["DRAWS", "RUNGS", "Auto", "fit_auto", "path_table"]
 
 #: The rungs, cheapest first.
-RUNGS = ("laplace", "gaussian")
+RUNGS = ("laplace", "gaussian", "centring")
 #: Draws of each rung's q for its Pareto k: two halves of 4,000.
 DRAWS = 8000
 
@@ -64,16 +69,20 @@ class Auto:
     draws : int, default 8000
         Draws of each rung's q for its Pareto k, split into two halves; at
         least 2 x 2,200 (PSIS's minimum for a k of 0.7).
+    rungs : tuple of str, default RUNGS
+        The rungs to climb, in :data:`RUNGS`' order (a benchmark's or a
+        study's choice; the default climbs them all).
 
     Examples
     --------
     >>> import bnn_zoo
     >>> bnn_zoo.Auto(budget=60)
-    Auto(budget=60, draws=8000)
+    Auto(budget=60, draws=8000, rungs=('laplace', 'gaussian', 'centring'))
     """
 
     budget: float | None = None
     draws: int = DRAWS
+    rungs: tuple[str, ...] = RUNGS
     #: The method's name: ``fit``'s ``method="auto"``. The result's ``method`` is the rung's.
     name: ClassVar[str] = "auto"
 
@@ -84,6 +93,10 @@ class Auto:
                 and self.draws >= 4400):
             raise ValueError(f"Auto's draws must be an integer of at least 4400 (two halves of 2,200, PSIS's "
                              f"minimum for k = 0.7), got {self.draws!r}")
+        rungs = tuple(self.rungs) if isinstance(self.rungs, (tuple, list)) else None
+        if not rungs or any(r not in RUNGS for r in rungs) or list(rungs) != sorted(rungs, key=RUNGS.index) \
+                or len(set(rungs)) < len(rungs):
+            raise ValueError(f"Auto's rungs must be some of {', '.join(RUNGS)}, in that order, got {self.rungs!r}")
 
 
 def _test(result: FitResult, draws: int, seed: int) -> dict:
@@ -99,15 +112,17 @@ def _test(result: FitResult, draws: int, seed: int) -> dict:
             "passed": bool(all(k <= qcheck.K_WARN for k in halves))}
 
 
-def _gaussian(model: pm.Model, laplace: FitResult | None, steps: int, seed: int, progressbar: bool) -> FitResult:
+def _gaussian(model: pm.Model, laplace: FitResult | None, steps: int, seed: int, progressbar: bool,
+              centring: bool = False) -> FitResult:
     from bnn_zoo.inference.advi import fit
 
     dim = sum(int(np.size(v)) for v in model.initial_point().values())
     method = "fullrank_advi" if dim <= defaults.AUTO_FULL_RANK_MAX else "lowrank_advi"
     start = laplace if laplace is not None and laplace.convergence.converged else None
-    if start is not None and method == "lowrank_advi":
-        start = None  # a low-rank q takes only the marginal sds; its own start is as good
-    return fit(model, method=method, init=start, steps=steps, random_seed=seed, progressbar=progressbar)
+    if centring or method == "lowrank_advi":
+        start = None  # another space (the rewritten model's), or only the marginal sds: its own start
+    return fit(model, method=method, init=start, steps=steps, random_seed=seed, progressbar=progressbar,
+               centring=centring)
 
 
 def fit_auto(model: pm.Model, spec: Auto = Auto(), *, steps: int = defaults.STEPS, random_seed: int = 0,
@@ -134,7 +149,8 @@ def fit_auto(model: pm.Model, spec: Auto = Auto(), *, steps: int = defaults.STEP
         ``"fullrank_advi"``, ``"lowrank_advi"``), or, where none did, the one
         with the lowest k. ``config["auto"]`` holds ``path`` (a dict per rung
         run: ``rung``, ``method``, ``q_pareto_k``, ``q_pareto_k_halves``,
-        ``elbo``, ``seconds``, ``passed``), ``returned`` (the index in it),
+        ``elbo``, ``seconds``, ``passed``, and for the centring rung each
+        variable's ``centring``, its ``lambda``), ``returned`` (the index in it),
         ``passed``, ``budget`` and ``draws``; ``config["importance_resampled"]``
         whether its draws are resampled by their PSIS weights.
 
@@ -148,7 +164,8 @@ def fit_auto(model: pm.Model, spec: Auto = Auto(), *, steps: int = defaults.STEP
 
     t0 = time.perf_counter()
     path, fits, laplace = [], [], None
-    for rung in RUNGS:
+    planned = [r for r in spec.rungs if r != "centring" or candidates(model)]
+    for rung in planned:
         if spec.budget is not None and path and time.perf_counter() - t0 > spec.budget:
             break
         start = time.perf_counter()
@@ -158,7 +175,7 @@ def fit_auto(model: pm.Model, spec: Auto = Auto(), *, steps: int = defaults.STEP
                 if rung == "laplace":
                     result = laplace = fit_laplace(model, steps=steps, random_seed=random_seed)
                 else:
-                    result = _gaussian(model, laplace, steps, random_seed, progressbar)
+                    result = _gaussian(model, laplace, steps, random_seed, progressbar, rung == "centring")
             except NonFiniteLossError as err:  # a rung that fails is a step of the path, not the end of it
                 path.append({"rung": rung, "error": str(err), "passed": False, "q_pareto_k": float("nan"),
                              "q_pareto_k_halves": [float("nan")] * 2, "seconds": time.perf_counter() - start})
@@ -166,6 +183,8 @@ def fit_auto(model: pm.Model, spec: Auto = Auto(), *, steps: int = defaults.STEP
                 continue
             entry = {"rung": rung, "method": result.method, "converged": bool(result.convergence.converged),
                      **_test(result, spec.draws, random_seed)}
+            if "centring" in result.config:
+                entry["centring"] = result.config["centring"]
         entry["seconds"] = time.perf_counter() - start
         path.append(entry)
         fits.append(result)
@@ -181,9 +200,10 @@ def fit_auto(model: pm.Model, spec: Auto = Auto(), *, steps: int = defaults.STEP
                                                   draws=spec.draws, seconds=time.perf_counter() - t0),
                          importance_resampled=passed)
     if not passed:
-        stopped = " (the budget stopped it)" if len(path) < len(RUNGS) else ""
+        stopped = " (the budget stopped it)" if len(path) < len(planned) else ""
         warnings.warn(f"method='auto': no rung passed its test{stopped}: "
-                      + ", ".join(f"{e.get('method', e['rung'])} {qcheck.NAME} {_k(e):.2f}" for e in path)
+                      + ", ".join(f"{e['rung']} ({e.get('method', 'failed')}) {qcheck.NAME} {_k(e):.2f}"
+                                  for e in path)
                       + f" > {qcheck.K_WARN}; returning {result.method}, not resampled; for the posterior "
                       "itself hand off to NUTS: bnn_zoo.nuts(result)", qcheck.ApproximationWarning, stacklevel=4)
     return result
@@ -219,7 +239,7 @@ def path_table(result: FitResult) -> str:
     lines = [f"{'rung':<9} {'method':<14} {qcheck.NAME + ' (halves)':<24} {'ELBO':>12} {'seconds':>8}  passed"]
     for i, e in enumerate(auto["path"]):
         halves = ", ".join(f"{k:.2f}" for k in e["q_pareto_k_halves"])
-        lines.append(f"{e['rung']:<9} {e['method']:<14} {e['q_pareto_k']:.2f} ({halves}){'':<{max(0, 11 - len(halves))}}"
+        lines.append(f"{e['rung']:<9} {e.get('method', 'failed'):<14} {e['q_pareto_k']:.2f} ({halves}){'':<{max(0, 11 - len(halves))}}"
                      f" {e['elbo']:>12.2f} {e['seconds']:>8.1f}  {'yes' if e['passed'] else 'no'}"
                      + ("  <-" if i == auto["returned"] else ""))
     return "\n".join(lines)

@@ -45,6 +45,9 @@ FULLRANK_LEARNING_RATE = 1e-3
 FULLRANK_RATE_AT_DIM_1 = 0.02
 
 
+#: Learned centring's logits: Adam at this constant rate, whatever q's optimizer (they travel several
+#: units from lambda = 0.5 to either form).
+CENTRING_LEARNING_RATE = 0.05
 #: ``method="auto"``'s Gaussian rung is full rank up to this many unconstrained values, low rank above
 #: (a dense factor of 2,000 values is 2 million parameters, and its step O(dim^2)).
 AUTO_FULL_RANK_MAX = 2000

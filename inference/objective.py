@@ -35,7 +35,7 @@ from bnn_zoo.inference.estimators import STREAM, Likelihood
 from bnn_zoo.inference.families import Family, entropy, softplus
 from bnn_zoo.inference.jaxmodel import ModelFunction
 
-__all__ = ["ELBO", "KL_WEIGHTINGS", "ELBOFunction", "blundell", "constant", "kl_schedule"]
+__all__ = ["ELBO", "KL_WEIGHTINGS", "ELBOFunction", "blundell", "constant", "kl_schedule", "with_lambdas"]
 
 #: The names :class:`ELBO`'s ``kl_weighting`` takes (besides a function of the step).
 KL_WEIGHTINGS = ("constant", "blundell")
@@ -153,6 +153,9 @@ class ELBOFunction:
     scale: float = 1.0  # N / batch_size: the likelihood is at full-data scale
     path_derivative: bool = False
     likelihood: Likelihood | None = None  # a per-example-noise estimator's (mean-field q only)
+    #: Learned centring: ``(data index, shape)`` of each ``lambda`` container, whose values come from
+    #: ``sigmoid(params["centring"])`` (:mod:`~bnn_zoo.inference.centring`), in order.
+    centring: tuple = ()
 
     def __call__(self, params, eps, batch, kl_weight=1.0, words=None, step=0):
         """The loss and the ELBO estimate at ``params``, in JAX.
@@ -183,6 +186,8 @@ class ELBOFunction:
         """
         log_lik = log_prior = neg_log_q = 0.0
         frozen = jax.lax.stop_gradient(params)
+        if self.centring:
+            batch = with_lambdas(batch, params["centring"], self.centring)
         layout = self.density.layout
         if self.likelihood is not None:
             index = {name: i for i, name in enumerate(layout.names)}
@@ -208,6 +213,31 @@ class ELBOFunction:
             if self.path_derivative else h
         loss = -(log_lik + kl_weight * self.beta * (log_prior + h_grad)) / self.scale
         return loss, log_lik + self.beta * (log_prior + h)
+
+
+def with_lambdas(batch: tuple, logits, slots: tuple) -> tuple:
+    """``batch`` with each learned-centring container replaced by its ``lambda = sigmoid(logit)``.
+
+    Parameters
+    ----------
+    batch : tuple of jax.Array
+        One array per data container.
+    logits : jax.Array
+        Every ``lambda``'s logit, flat, in the order of ``slots``.
+    slots : tuple
+        ``(data index, shape)`` of each ``lambda`` container.
+
+    Returns
+    -------
+    tuple of jax.Array
+        The batch, the containers replaced.
+    """
+    batch, lam, offset = list(batch), jax.nn.sigmoid(logits), 0
+    for index, shape in slots:
+        size = int(np.prod(shape, dtype=int))
+        batch[index] = lam[offset : offset + size].reshape(shape).astype(batch[index].dtype)
+        offset += size
+    return tuple(batch)
 
 
 # --- KL weightings: functions of the step ------------------------------------

@@ -195,3 +195,28 @@ def make(name: str, learning_rate: float, steps: int, *, schedule_kind: str = "c
         raise ValueError(f"unknown optimizer {name!r}; valid: {', '.join(OPTIMIZERS)}")
     rate, text = schedule(schedule_kind, learning_rate, steps, final=final, decays=decays)
     return described(OPTIMIZERS[name](rate), f"{name}(lr={text})")
+
+
+def with_centring(optimizer: optax.GradientTransformation, learning_rate: float) -> optax.GradientTransformation:
+    """``optimizer`` for q's parameters, and Adam at a constant ``learning_rate`` for learned centring's logits.
+
+    The ``lambda`` logits (``params["centring"]``) have to travel several units from 0 (``lambda`` 0.5) to
+    either form; at a full-rank fit's learning rate (1e-3) they do not within its steps.
+
+    Parameters
+    ----------
+    optimizer : optax.GradientTransformation
+        The fit's optimizer.
+    learning_rate : float
+        The logits' rate.
+
+    Returns
+    -------
+    optax.GradientTransformation
+        Described as ``optimizer``'s description plus the logits' Adam, where it has one.
+    """
+    out = optax.multi_transform({"q": optimizer, "centring": optax.adam(learning_rate)},
+                                lambda params: {k: "centring" if k == "centring" else "q" for k in params})
+    if hasattr(optimizer, "description"):
+        return described(out, f"{optimizer.description}; centring logits adam(lr=constant({learning_rate:g}))")
+    return out

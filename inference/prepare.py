@@ -221,7 +221,8 @@ class Setup:
 def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
             optimizer: optax.GradientTransformation | None = None, objective: ELBO | None = None,
             batch_size: int | None = None, minibatch: Sequence[str] | None = None,
-            init: FitResult | None = None, average: float = defaults.AVERAGE, random_seed: int = 0) -> Setup:
+            init: FitResult | None = None, average: float = defaults.AVERAGE, random_seed: int = 0,
+            centring=None) -> Setup:
     """Everything :func:`bnn_zoo.fit` builds before its first step.
 
     ``setup.runner.advance(setup.state, 0, k)`` then takes ``k`` steps: what
@@ -294,7 +295,12 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
             params = family.from_factor(mean.astype(dtype), factor.astype(dtype))
         else:
             params = family.init(mean.astype(dtype), sd)
+        if centring is not None:  # each lambda's logit, from init's where it learned them, else lambda = 0.5
+            given = None if init is None else init.params.get("centring")
+            params["centring"] = np.zeros(centring.size) if given is None else np.asarray(given)
         params = {k: jnp.asarray(v, dtype) for k, v in params.items()}
+        if centring is not None:
+            optimizer = optim.with_centring(optimizer, defaults.CENTRING_LEARNING_RATE)
         state = core.init(params, optimizer, average=average > 0)
         # The keys are those of the results and checkpoints written before: they resume.
         settings = dict(method=family.name, batch_size=batch_size, minibatch=sorted(
@@ -302,13 +308,16 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
             beta=objective.beta, kl_weighting=kl_key if isinstance(kl_key, str) else "custom",
             mc_samples=objective.mc_samples, estimator=objective.estimator, path_derivative=path_derivative,
             seed=random_seed, dtype=dtype, init_std=init_std if init is None else "from another fit",
-            average=average)
+            average=average, **({} if centring is None else {"centring": list(centring.names)}))
+        names = [v.name for v in model.data_vars]
+        slots = () if centring is None else tuple(
+            (names.index(c), shape) for c, shape in zip(centring.containers, centring.shapes))
         fingerprint = ckpt.fingerprint(model, layout, state, settings)
         data = tuple(jax.device_put(v.get_value()) for v in model.data_vars)
         steps_fns = compiled_steps(density, family, optimizer, objective, sliced=sliced, n=n,
                                    batch_size=batch_size, dtype=dtype, kl_weight=kl_weight, kl_key=kl_key,
                                    average_from=average_from, model=model,
-                                   shapes=tuple((d.shape, str(d.dtype)) for d in data))
+                                   shapes=tuple((d.shape, str(d.dtype)) for d in data), centring=slots)
     return Setup(model=model, family=family, layout=layout, density=density, optimizer=optimizer,
                  state=state, runner=Runner(steps_fns, data, random_seed), settings=settings,
                  fingerprint=fingerprint, dtype=dtype, average_from=average_from)
@@ -376,7 +385,7 @@ def check_settings(*, family: Family, steps, objective: ELBO, average, optimizer
 
 def compiled_steps(density: ModelFunction, family: Family, optimizer, elbo: ELBO, *, sliced: tuple, n: int,
                    batch_size: int | None, dtype: str, kl_weight: Callable, kl_key, average_from: int | None,
-                   shapes: tuple, model: pm.Model) -> dict:
+                   shapes: tuple, model: pm.Model, centring: tuple = ()) -> dict:
     """The engine's compiled runners for one objective, optimizer and data shape, built once.
 
     Kept in ``density.jitted``, so that a fit alone and
@@ -410,6 +419,9 @@ def compiled_steps(density: ModelFunction, family: Family, optimizer, elbo: ELBO
         ``(shape, dtype)`` of each data container of one fit.
     model : pymc.Model
         The model (for a per-example-noise estimator's likelihood).
+    centring : tuple, default ()
+        Learned centring's ``(data index, shape)`` of each ``lambda`` container
+        (:attr:`~bnn_zoo.inference.objective.ELBOFunction.centring`).
 
     Returns
     -------
@@ -418,13 +430,14 @@ def compiled_steps(density: ModelFunction, family: Family, optimizer, elbo: ELBO
     """
     path_derivative = bool(elbo.path_derivative)
     key = ("fit", family.name, optimizer_key(optimizer), sliced, batch_size, elbo.beta, elbo.mc_samples, dtype,
-           kl_key, path_derivative, average_from, shapes, elbo.estimator)
+           kl_key, path_derivative, average_from, shapes, elbo.estimator, centring)
     if key not in density.jitted:
         likelihood = None if elbo.estimator == "weights" else estimators.compile_likelihood(
             model, density.layout, elbo.estimator)
         function = objective.ELBOFunction(density, family, beta=elbo.beta,
                                           scale=n / batch_size if batch_size else 1.0,
-                                          path_derivative=path_derivative, likelihood=likelihood)
+                                          path_derivative=path_derivative, likelihood=likelihood,
+                                          centring=centring)
         density.jitted[key] = compile_steps(function, optimizer, sliced=sliced, n=n, batch_size=batch_size,
                                             mc_samples=elbo.mc_samples, kl_weight=kl_weight, dtype=dtype,
                                             average_from=average_from or 0)

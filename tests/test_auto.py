@@ -71,16 +71,44 @@ def _funnel(n=8, seed=0):
 
 
 def test_auto_climbs_past_a_laplace_fit_with_no_mode_and_says_when_no_rung_passes():
+    model = _funnel()
     with pytest.warns(qcheck.ApproximationWarning, match=r"^method='auto': no rung passed its test: laplace "
-                      r"q_pareto_k [0-9.]+, fullrank_advi q_pareto_k [0-9.]+ > 0\.7; returning [a-z_]+, not "
-                      r"resampled; for the posterior itself hand off to NUTS: bnn_zoo\.nuts\(result\)"):
-        result = bnn_zoo.fit(_funnel(), method="auto", steps=3_000, progressbar=False)
+                      r"\(laplace\) q_pareto_k [0-9.]+, gaussian \(fullrank_advi\) q_pareto_k [0-9.]+ > 0\.7; "
+                      r"returning [a-z_]+, not resampled; for the posterior itself hand off to NUTS: "
+                      r"bnn_zoo\.nuts\(result\)"):
+        result = bnn_zoo.fit(model, method=bnn_zoo.Auto(rungs=("laplace", "gaussian")), steps=3_000,
+                             progressbar=False)
     path = result.config["auto"]["path"]
-    assert [e["rung"] for e in path] == list(auto.RUNGS) and not any(e["passed"] for e in path)
+    assert [e["rung"] for e in path] == ["laplace", "gaussian"] and not any(e["passed"] for e in path)
     assert not path[0]["converged"]  # the funnel has no mode: full rank did not start from it
     assert not result.config["importance_resampled"] and result.config["auto"]["returned"] in (0, 1)
     with pytest.warns(qcheck.ApproximationWarning):
         assert "importance_resampled" not in bnn_zoo.sample(result, 4000).attrs
+
+
+def _eight_schools_centred():
+    y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
+    sigma = np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0])
+    with pm.Model(coords={"school": np.arange(8)}) as model:
+        mu = pm.Normal("mu", 0, 5)
+        tau = pm.HalfCauchy("tau", 5)
+        theta = pm.Normal("theta", mu, tau, dims="school")
+        pm.Normal("y", theta, sigma, observed=y, dims="school")
+    return model
+
+
+def test_auto_learns_the_centring_of_eight_schools_and_passes():
+    """Centred eight schools is a funnel for every Gaussian; the centring rung learns lambdas near 0 (the
+    non-centred form), where full rank fits, and passes."""
+    result = bnn_zoo.fit(_eight_schools_centred(), method="auto", progressbar=False)
+    path = result.config["auto"]["path"]
+    assert [e["rung"] for e in path] == list(auto.RUNGS) and path[-1]["passed"] and result.config["auto"]["passed"]
+    assert not path[1]["passed"] and max(path[-1]["centring"]["theta"]) < 0.3
+    assert "theta_vip" in [rv.name for rv in result.model.free_RVs]
+    idata = bnn_zoo.sample(result, 2000)
+    assert idata["posterior"]["theta"].shape == (1, 2000, 8) and "importance_resampled" in idata.attrs
+    tau = idata["posterior"]["tau"].values
+    assert 2.5 < tau.mean() < 4.5  # NUTS on the non-centred form: 3.6 (sd 3.2)
 
 
 def test_the_budget_stops_the_climb_and_says_so():
@@ -93,6 +121,8 @@ def test_the_budget_stops_the_climb_and_says_so():
     (dict(budget=0), "budget must be a positive number of seconds or None, got 0"),
     (dict(draws=1000), "draws must be an integer of at least 4400"),
     (dict(draws=True), "draws must be an integer of at least 4400"),
+    (dict(rungs=("gaussian", "laplace")), "rungs must be some of laplace, gaussian, centring, in that order"),
+    (dict(rungs=("flow",)), "rungs must be some of"),
 ])
 def test_auto_refuses_bad_settings(bad, message):
     with pytest.raises(ValueError, match=message):
