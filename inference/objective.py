@@ -141,6 +141,10 @@ class ELBOFunction:
         A per-example-noise estimator's log likelihood
         (:func:`~bnn_zoo.inference.estimators.compile_likelihood`; mean-field
         q only); ``None`` evaluates the likelihood at the shared draw.
+    centring : tuple, default ()
+        Learned centring: ``(data index, shape)`` of each ``lambda``
+        container, whose values come from ``sigmoid(params["centring"])``
+        (:func:`with_lambdas`).
 
     See Also
     --------
@@ -153,8 +157,6 @@ class ELBOFunction:
     scale: float = 1.0  # N / batch_size: the likelihood is at full-data scale
     path_derivative: bool = False
     likelihood: Likelihood | None = None  # a per-example-noise estimator's (mean-field q only)
-    #: Learned centring: ``(data index, shape)`` of each ``lambda`` container, whose values come from
-    #: ``sigmoid(params["centring"])`` (:mod:`~bnn_zoo.inference.centring`), in order.
     centring: tuple = ()
 
     def __call__(self, params, eps, batch, kl_weight=1.0, words=None, step=0):

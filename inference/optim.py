@@ -13,7 +13,8 @@ from collections.abc import Mapping
 
 import optax
 
-__all__ = ["OPTIMIZERS", "SCHEDULES", "Described", "describe", "described", "make", "schedule"]
+__all__ = ["OPTIMIZERS", "SCHEDULES", "Described", "describe", "described", "key", "make", "schedule",
+           "with_centring"]
 
 
 class Described(optax.GradientTransformation):
@@ -220,3 +221,19 @@ def with_centring(optimizer: optax.GradientTransformation, learning_rate: float)
     if hasattr(optimizer, "description"):
         return described(out, f"{optimizer.description}; centring logits adam(lr=constant({learning_rate:g}))")
     return out
+
+
+def key(optimizer) -> object:
+    """What identifies the optimizer's computation: its description, or the object itself.
+
+    Parameters
+    ----------
+    optimizer : optax.GradientTransformation
+        The optimizer.
+
+    Returns
+    -------
+    object
+        Its ``description`` when it has one (:func:`described`), else itself.
+    """
+    return optimizer.description if isinstance(optimizer, Described) else optimizer

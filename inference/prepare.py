@@ -33,7 +33,7 @@ from bnn_zoo.inference.objective import ELBO, kl_schedule
 from bnn_zoo.inference.result import FitResult
 
 __all__ = ["MAX_STEPS", "Setup", "check_settings", "check_steps", "compiled_steps", "given_initvals", "initial_mean",
-           "model_dtype", "optimizer_key", "precision", "prepare"]
+           "model_dtype", "precision", "prepare"]
 
 #: The most steps one fit takes: the ELBO trace is kept in memory, 8 bytes a step.
 MAX_STEPS = 10**8
@@ -249,11 +249,14 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
     minibatch : sequence of str, optional
         The data containers cut into minibatches (default: all).
     init : FitResult, optional
-        Start at another fit's means and marginal sds.
+        Start at another fit's q (:func:`bnn_zoo.fit`'s ``init``).
     average : float, default bnn_zoo.inference.defaults.AVERAGE
         Share of the final steps whose iterates are averaged.
     random_seed : int, default 0
         Seeds the initial means, the noise and the minibatches.
+    centring : Centring, optional
+        What learned centring rewrote (:mod:`~bnn_zoo.inference.centring`):
+        q's parameters gain its ``lambda`` logits, learned with q.
 
     Returns
     -------
@@ -429,7 +432,7 @@ def compiled_steps(density: ModelFunction, family: Family, optimizer, elbo: ELBO
         :func:`~bnn_zoo.inference.engine.compile_steps`' runners.
     """
     path_derivative = bool(elbo.path_derivative)
-    key = ("fit", family.name, optimizer_key(optimizer), sliced, batch_size, elbo.beta, elbo.mc_samples, dtype,
+    key = ("fit", family.name, optim.key(optimizer), sliced, batch_size, elbo.beta, elbo.mc_samples, dtype,
            kl_key, path_derivative, average_from, shapes, elbo.estimator, centring)
     if key not in density.jitted:
         likelihood = None if elbo.estimator == "weights" else estimators.compile_likelihood(
@@ -443,18 +446,3 @@ def compiled_steps(density: ModelFunction, family: Family, optimizer, elbo: ELBO
                                             average_from=average_from or 0)
     return density.jitted[key]
 
-
-def optimizer_key(optimizer) -> object:
-    """What identifies the optimizer's computation: its description, or the object itself.
-
-    Parameters
-    ----------
-    optimizer : optax.GradientTransformation
-        The optimizer.
-
-    Returns
-    -------
-    object
-        Its ``description`` when it has one (:mod:`~bnn_zoo.inference.optim`), else itself.
-    """
-    return optimizer.description if isinstance(optimizer, optim.Described) else optimizer
