@@ -42,6 +42,8 @@ import pytensor
 import xarray as xr
 
 import bnn_zoo
+from benchmarks import posteriordb
+from bnn_zoo.inference.centring import candidates as centring_candidates
 from bnn_zoo.inference.io import atomic_write, write_json, write_text
 
 REFERENCES = Path(__file__).resolve().parent / "results" / "reference_posteriors"
@@ -92,6 +94,39 @@ def hierarchical_regression():
         sigma = pm.HalfNormal("sigma", 1)
         pm.Normal("y", intercept[g] + slope[g] * xd, sigma, observed=y, dims="obs")
     return model
+
+
+def _varying_slopes(centred: bool):
+    """Varying intercepts and slopes over 6 groups of 4 to 50 points, the groups data-rich enough for
+    the centred form to suit them (issue 54's case: written non-centred, as the docs advised, every
+    Gaussian missed)."""
+    rng = np.random.default_rng(4)
+    sizes = [4, 8, 15, 25, 40, 50]
+    groups = np.repeat(np.arange(6), sizes)
+    x = rng.normal(size=len(groups))
+    a, b = rng.normal(1.0, 0.7, 6), rng.normal(-0.5, 0.7, 6)
+    y = a[groups] + b[groups] * x + rng.normal(0, 0.5, len(groups))
+    with pm.Model(coords={"group": np.arange(6), "obs": np.arange(len(y))}) as model:
+        mu_a, mu_b = pm.Normal("mu_a", 0, 2), pm.Normal("mu_b", 0, 2)
+        sigma_a, sigma_b = pm.HalfNormal("sigma_a", 1), pm.HalfNormal("sigma_b", 1)
+        if centred:
+            intercept = pm.Normal("intercept", mu_a, sigma_a, dims="group")
+            slope = pm.Normal("slope", mu_b, sigma_b, dims="group")
+        else:
+            intercept = pm.Deterministic("intercept", mu_a + sigma_a * pm.Normal("za", 0, 1, dims="group"),
+                                         dims="group")
+            slope = pm.Deterministic("slope", mu_b + sigma_b * pm.Normal("zb", 0, 1, dims="group"), dims="group")
+        sigma = pm.HalfNormal("sigma", 1)
+        pm.Normal("y", intercept[groups] + slope[groups] * x, sigma, observed=y, dims="obs")
+    return model
+
+
+def varying_slopes_centered():
+    return _varying_slopes(True)
+
+
+def varying_slopes_noncentered():
+    return _varying_slopes(False)
 
 
 def logistic_breast_cancer():
@@ -183,6 +218,16 @@ def deterministic_regression():
     return model
 
 
+#: posteriordb's posteriors (benchmarks/posteriordb): whether each is close to Gaussian, and why not.
+POSTERIORDB_SHAPES = {
+    "eight_schools-eight_schools_noncentered": "no: tau's posterior is skewed, with a heavy tail",
+    "arK-arK": "yes",
+    "diamonds-diamonds": "yes, but badly conditioned: 26 correlated coefficients",
+    "gp_pois_regr-gp_pois_regr": "no: a Gaussian process's length scale and amplitude",
+    "kidiq-kidscore_interaction": "yes, but badly conditioned: predictors on scales 100 apart",
+    "low_dim_gauss_mix-low_dim_gauss_mix": "yes",
+}
+
 #: name: (builder, the reference's model, whether its posterior is close to Gaussian in the
 #: unconstrained space, and why not)
 MODELS = {
@@ -196,7 +241,12 @@ MODELS = {
     "poisson_glm": (poisson_glm, "poisson_glm", "yes"),
     "bnn_full_batch": (bnn_full_batch, "bnn_full_batch", "no: multimodal (hidden units permute and flip sign)"),
     "bnn_minibatch": (bnn_minibatch, "bnn_full_batch", "no: multimodal (hidden units permute and flip sign)"),
+    "varying_slopes_centered": (varying_slopes_centered, "varying_slopes_noncentered",
+                                "no: the group scales' posteriors are skewed in log space"),
+    "varying_slopes_noncentered": (varying_slopes_noncentered, "varying_slopes_noncentered",
+                                   "no: the group scales' posteriors are skewed in log space"),
     "bounded_beta_binomial": (bounded_beta_binomial, "bounded_beta_binomial", "yes"),
+    **{name: (build, name, POSTERIORDB_SHAPES[name]) for name, build in posteriordb.POSTERIORS.items()},
     "deterministic_regression": (deterministic_regression, "deterministic_regression", "yes"),
 }
 
@@ -204,7 +254,10 @@ MODELS = {
 # --- the reference -----------------------------------------------------------------------------
 
 def reference(name: str, seed: int = 0):
-    """The NUTS reference of model ``name``: loaded from its netCDF, or sampled and stored."""
+    """The reference of model ``name``: posteriordb's moments (from its 10,000 reference draws), or
+    NUTS's draws, loaded from their netCDF, or sampled and stored."""
+    if name in posteriordb.POSTERIORS:
+        return posteriordb.reference_moments(name)
     path = REFERENCES / f"{name}.nc"
     if not path.exists():
         model = MODELS[name][0]()
@@ -226,12 +279,48 @@ def reference(name: str, seed: int = 0):
 
 # --- the methods ---------------------------------------------------------------------------------
 
-def _bnn_zoo(method):
+def _bnn_zoo(method, centring=False):
     def run(model, seed):
-        result = bnn_zoo.fit(model, method=method, random_seed=seed, progressbar=False)
+        if centring and not centring_candidates(model):
+            raise NotApplicable("no hierarchical loc-scale variable")
+        result = bnn_zoo.fit(model, method=method, random_seed=seed, progressbar=False,
+                             **({"centring": True} if centring else {}))
         draws = bnn_zoo.sample(result, DRAWS, random_seed=seed)
-        return draws["posterior"].to_dataset(), {"q_pareto_k": float(draws.attrs["q_pareto_k"])}
+        extra = {"q_pareto_k": float(draws.attrs["q_pareto_k"])}
+        if "auto" in result.config:
+            auto = result.config["auto"]
+            extra.update(rung=auto["path"][auto["returned"]]["rung"], rung_method=result.method,
+                         passed=auto["passed"], path=[(e["rung"], e["q_pareto_k"]) for e in auto["path"]])
+        if "centring" in result.config:
+            extra["centring"] = {k: [round(x, 3) for x in v] for k, v in result.config["centring"].items()}
+        return draws["posterior"].to_dataset(), extra
     return run
+
+
+class NotApplicable(Exception):
+    """A method that does not apply to a model (learned centring without a hierarchy)."""
+
+
+def _handoff(model, seed):
+    """``method="auto"``, then, where no rung passed, :func:`bnn_zoo.nuts` from the rung it returned."""
+    result = bnn_zoo.fit(model, method="auto", random_seed=seed, progressbar=False)
+    auto = result.config["auto"]
+    if auto["passed"]:
+        raise NotApplicable(f"auto passed at its {auto['path'][auto['returned']]['rung']} rung")
+    tree = bnn_zoo.nuts(result, REF_DRAWS, chains=4, random_seed=seed)
+    return tree["posterior"].to_dataset(), {"rhat": tree.attrs["rhat_max"], "nuts_seconds": tree.attrs["seconds"],
+                                            "divergences": int(tree["sample_stats"]["diverging"].sum())}
+
+
+def _nuts(model, seed):
+    """PyMC's NUTS on NumPyro, as the reference is made but with target acceptance 0.8 (its default)."""
+    with model:
+        idata = pm.sample(draws=REF_DRAWS, tune=1000, chains=4, cores=1, random_seed=seed, nuts_sampler="numpyro",
+                          progressbar=False, compute_convergence_checks=False)
+    import arviz as az
+
+    rhat = float(max(float(v.max()) for v in az.rhat(idata).data_vars.values()))
+    return idata["posterior"].to_dataset(), {"rhat": rhat, "divergences": int(idata["sample_stats"]["diverging"].sum())}
 
 
 def _pm_fit(method):
@@ -250,21 +339,27 @@ def _pymc_extras(model, seed):
 
 METHODS = {"bnn_zoo.fit (advi)": _bnn_zoo("advi"), "bnn_zoo.fit (lowrank_advi)": _bnn_zoo("lowrank_advi"),
            "bnn_zoo.fit (fullrank_advi)": _bnn_zoo("fullrank_advi"), "bnn_zoo.fit (laplace)": _bnn_zoo("laplace"),
+           "bnn_zoo.fit (advi + centring)": _bnn_zoo("advi", centring=True),
+           "bnn_zoo.fit (lowrank_advi + centring)": _bnn_zoo("lowrank_advi", centring=True),
+           "bnn_zoo.fit (fullrank_advi + centring)": _bnn_zoo("fullrank_advi", centring=True),
+           "bnn_zoo.fit (auto)": _bnn_zoo("auto"), "auto then bnn_zoo.nuts": _handoff,
+           "pm.sample (nuts, numpyro)": _nuts,
            "pm.fit (advi)": _pm_fit("advi"), "pm.fit (fullrank_advi)": _pm_fit("fullrank_advi"),
            "pymc-extras fit_advi": _pymc_extras}
 
 
-def errors(draws: xr.Dataset, ref: xr.Dataset) -> dict:
+def errors(draws: xr.Dataset, ref) -> dict:
     """The largest |mean - reference mean| / reference sd over every scalar the reference has, and
-    the range of sd / reference sd."""
+    the range of sd / reference sd. ``ref``: reference draws, or each variable's ``(mean, sd)``."""
+    if isinstance(ref, xr.Dataset):
+        ref = {name: (ref[name].values.reshape(-1, *ref[name].shape[2:]).mean(0),
+                      ref[name].values.reshape(-1, *ref[name].shape[2:]).std(0)) for name in ref.data_vars}
     z, ratios = [], []
-    for name in ref.data_vars:
+    for name, (mean, sd) in ref.items():
         if name not in draws:
             continue
-        r = ref[name].values.reshape(-1, *ref[name].shape[2:])
         d = draws[name].values.reshape(-1, *draws[name].shape[2:])
-        sd = r.std(0)
-        z.append((np.abs(d.mean(0) - r.mean(0)) / sd).ravel())
+        z.append((np.abs(d.mean(0) - mean) / sd).ravel())
         ratios.append((d.std(0) / sd).ravel())
     z, ratios = np.concatenate(z), np.concatenate(ratios)
     return {"mean_error_sd": float(z.max()), "sd_ratio_min": float(ratios.min()), "sd_ratio_max": float(ratios.max())}
@@ -276,7 +371,8 @@ def run(models, seed: int = 0, methods=None) -> list[dict]:
     for name in models:
         builder, ref_name, gaussian = MODELS[name]
         ref = reference(ref_name)
-        rhat, divergences = float(ref.attrs["rhat_max"]), int(ref.attrs["divergences"])
+        rhat, divergences = (float(ref.attrs["rhat_max"]), int(ref.attrs["divergences"])) if isinstance(
+            ref, xr.Dataset) else (1.0, 0)  # posteriordb's: validated long Stan runs
         healthy = bool(rhat <= 1.01 and divergences == 0)
         for method, fit in methods.items():
             row = {"model": name, "method": method, "reference": ref_name, "reference_rhat": rhat,
@@ -291,6 +387,8 @@ def run(models, seed: int = 0, methods=None) -> list[dict]:
                 row.update(seconds=time.perf_counter() - start, **errors(draws, ref), **extra)
             except ImportError as err:
                 row.update(error=f"not installed ({err.name})")
+            except NotApplicable as err:
+                row.update(error=f"n/a: {err}")
             except Exception as err:  # a method that fails on a model is a result, not a crash
                 row.update(error=f"{type(err).__name__}: {str(err).splitlines()[0][:160]}")
                 traceback.print_exc(limit=2, file=sys.stderr)
@@ -299,12 +397,43 @@ def run(models, seed: int = 0, methods=None) -> list[dict]:
     return rows
 
 
+def fresh(models, seed: int, methods) -> list[dict]:
+    """:func:`run`, each model and method in a fresh Python process, one after another."""
+    import json
+    import subprocess
+    import tempfile
+
+    rows = []
+    for name in models:
+        for method in methods:
+            with tempfile.TemporaryDirectory() as folder:
+                out = Path(folder) / "rows.json"
+                subprocess.run([sys.executable, "-m", "benchmarks.reference_posteriors", "--models", name,
+                                "--methods", method, "--seed", str(seed), "--json", str(out)],
+                               check=True, stdout=subprocess.DEVNULL)
+                rows += json.loads(out.read_text())["rows"]
+            print(_line(rows[-1]), flush=True)
+    return rows
+
+
 def _line(row: dict) -> str:
     if "error" in row:
         return f"{row['model']:<26} {row['method']:<28} {row['error']}"
     return (f"{row['model']:<26} {row['method']:<28} {row['seconds']:7.1f} s  mean error "
             f"{row['mean_error_sd']:6.2f} sd  sd ratio {row['sd_ratio_min']:.2f}-{row['sd_ratio_max']:.2f}"
-            + (f"  k {row['q_pareto_k']:.2f}" if "q_pareto_k" in row else ""))
+            + (f"  k {row['q_pareto_k']:.2f}" if "q_pareto_k" in row else "") + f"  {_note(row)}")
+
+
+def _note(row: dict) -> str:
+    """What else a row says: auto's rung, the lambdas learned, NUTS' r-hat and divergences."""
+    notes = []
+    if "rung" in row:
+        notes.append(f"{row['rung']} ({row['rung_method']}), {'passed' if row['passed'] else 'none passed'}")
+    if "centring" in row:
+        notes.append("lambda " + ", ".join(f"{k} {min(v):.2f}-{max(v):.2f}" for k, v in row["centring"].items()))
+    if "rhat" in row:
+        notes.append(f"r-hat {row['rhat']:.3f}, {row['divergences']} divergences")
+    return "; ".join(notes)
 
 
 def markdown(rows: list[dict]) -> str:
@@ -314,15 +443,15 @@ def markdown(rows: list[dict]) -> str:
     for r in {r["model"]: r for r in rows}.values():
         out.append(f"| {r['model']} | {r['reference']} | {r['reference_rhat']:.3f} | {r['reference_divergences']} "
                    f"| {'yes' if r['reference_healthy'] else 'no'} | {r['close_to_gaussian']} |")
-    out += ["", "| model | method | seconds | largest mean error (ref. sd) | sd / ref. sd | Pareto k |",
-            "| --- | --- | ---: | ---: | --- | ---: |"]
+    out += ["", "| model | method | seconds | largest mean error (ref. sd) | sd / ref. sd | Pareto k | note |",
+            "| --- | --- | ---: | ---: | --- | ---: | --- |"]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['model']} | {r['method']} | | {r['error']} | | |")
+            out.append(f"| {r['model']} | {r['method']} | | {r['error']} | | | |")
         else:
             k = f"{r['q_pareto_k']:.2f}" if "q_pareto_k" in r else ""
             out.append(f"| {r['model']} | {r['method']} | {r['seconds']:.1f} | {r['mean_error_sd']:.2f} "
-                       f"| {r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f} | {k} |")
+                       f"| {r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f} | {k} | {_note(r)} |")
     out += ["", "Does k rank the methods as their error does? Per model, Spearman's rank correlation of "
             "k and the largest mean error over the methods with a k:", "",
             "| model | rank correlation | methods |", "| --- | ---: | --- |"]
@@ -341,6 +470,8 @@ def main(argv=None) -> int:
     p.add_argument("--markdown", type=Path, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--methods", default=",".join(METHODS), help="comma-separated, from " + ", ".join(METHODS))
+    p.add_argument("--fresh", action="store_true",
+                   help="each model and method in a fresh process (its time includes every compilation)")
     args = p.parse_args(argv)
     models = args.models.split(",")
     unknown = [m for m in models if m not in MODELS]
@@ -351,7 +482,7 @@ def main(argv=None) -> int:
     if [m for m in methods if m not in METHODS]:
         print(f"{p.prog}: error: unknown methods {', '.join(m for m in methods if m not in METHODS)}", file=sys.stderr)
         return 2
-    rows = run(models, args.seed, methods)
+    rows = fresh(models, args.seed, methods) if args.fresh else run(models, args.seed, methods)
     table = markdown(rows)
     print(table)
     if args.markdown:

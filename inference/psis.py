@@ -333,10 +333,13 @@ def loo(idata: DataTree, var_name: str | None = None) -> ELPDDataLOO:
     log_lik = log_lik.transpose("chain", "draw", *obs_dims)
     n_samples = log_lik.sizes["chain"] * log_lik.sizes["draw"]
     values = log_lik.values.reshape(n_samples, -1)
+    # Draws resampled by their PSIS weights (a method="auto" fit that passed) are the posterior's: no
+    # correction by p / q on top.
+    resampled = "importance_resampled" in idata.attrs
+    log_q = stats["log_p" if resampled else "log_q"].values.ravel()
     elpd_i, pareto_k, p_loo_i = (
         log_lik.isel(chain=0, draw=0, drop=True).copy(data=v.reshape(log_lik.shape[2:]))
-        for v in loo_approximate_posterior(
-            values, stats["log_p"].values.ravel(), stats["log_q"].values.ravel()))
+        for v in loo_approximate_posterior(values, stats["log_p"].values.ravel(), log_q))
     good_k = min(1 - 1 / np.log10(n_samples), 0.7) if n_samples > 1 else 0.7
     warning = bool(np.any(pareto_k.values > good_k))
     if warning:
@@ -346,4 +349,4 @@ def loo(idata: DataTree, var_name: str | None = None) -> ELPDDataLOO:
     elpd, se, p_loo, _ = elpd_i.azstats.loo_summary(p_loo_i)
     return ELPDDataLOO(elpd=elpd, se=se, p=p_loo, n_samples=n_samples, n_data_points=values.shape[1],
                        scale="log", warning=warning, good_k=good_k, elpd_i=elpd_i, pareto_k=pareto_k,
-                       approx_posterior=True)
+                       approx_posterior=not resampled)

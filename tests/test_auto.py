@@ -59,6 +59,10 @@ def test_auto_stops_at_laplace_where_it_passes_and_its_draws_are_importance_resa
     exact = _exact_rate()
     assert abs(rate - exact) < 0.5 * abs(raw_rate["predictions"]["y"].values.mean() - exact)
     assert "laplace" in bnn_zoo.path_table(result).splitlines()[1] and "<-" in bnn_zoo.path_table(result)
+    # PSIS-LOO takes resampled draws as the posterior's, and q's own with the p / q correction: one answer.
+    resampled, own = bnn_zoo.loo(idata), bnn_zoo.loo(bnn_zoo.sample(raw, 4000))
+    assert not resampled.approx_posterior and own.approx_posterior
+    assert resampled.elpd == pytest.approx(own.elpd, abs=0.1)
 
 
 def _funnel(n=8, seed=0):
