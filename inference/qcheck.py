@@ -52,13 +52,14 @@ NAME = "q_pareto_k"
 K_GOOD = 0.5
 #: Above this, :func:`bnn_zoo.sample` warns: the reweighted estimates are not reliable either.
 K_WARN = 0.7
-#: What to try next, after each method: a richer family, then the model's other form (centred
-#: for data-rich groups, non-centred for weakly informed ones: docs/user_guide/own_model.md) or NUTS.
-NEXT = {"advi": "method='lowrank_advi' or 'fullrank_advi'",
-        "lowrank_advi": "method='fullrank_advi'",
-        "fullrank_advi": "the model's other parameterisation (a hierarchy written non-centred as "
-                         "centred, or centred as non-centred), or pm.sample",
-        "laplace": "method='fullrank_advi'"}
+#: What to try next, after each method: a richer family, then learned centring (a hierarchy written
+#: centred, fitted between its two forms: docs/user_guide/own_model.md), then NUTS preconditioned by q;
+#: ``method='auto'`` climbs these itself.
+NEXT = {"advi": "method='lowrank_advi' or 'fullrank_advi' (or method='auto')",
+        "lowrank_advi": "method='fullrank_advi' (or method='auto')",
+        "fullrank_advi": "centring=True, which learns the model's other parameterisation (write a "
+                         "hierarchy centred, x ~ Normal(mu, tau)), or bnn_zoo.nuts(result)",
+        "laplace": "method='fullrank_advi' (or method='auto')"}
 
 
 class ApproximationWarning(UserWarning):
