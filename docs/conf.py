@@ -116,7 +116,7 @@ SUBPACKAGES = {
 def public_modules(package: str) -> list:
     """``package`` and its modules, each with its ``__all__``."""
     pkg = importlib.import_module(package)
-    names = [package] + sorted(f"{package}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__))
+    names = [package] + sorted(m.name for m in pkgutil.walk_packages(pkg.__path__, prefix=f"{package}."))
     return [importlib.import_module(n) for n in names]
 
 

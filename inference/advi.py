@@ -101,7 +101,6 @@ def fit(
     average: float = defaults.AVERAGE,
     random_seed: int = 0,
     checkpoint: Checkpoint | None = None,
-    centring: bool | Sequence[str] = False,
     progressbar: bool = True,
 ) -> FitResult:
     r"""Fit a Gaussian approximation to ``model``'s posterior: ADVI (three families), Laplace, or ``"auto"``.
@@ -136,7 +135,12 @@ def fit(
         ``steps``, ``random_seed`` and ``progressbar`` only). The values
         ``bnn_zoo.MeanField(init_std=...)``, ``bnn_zoo.LowRank(rank=...)``,
         ``bnn_zoo.FullRank(...)`` and ``bnn_zoo.Laplace(curvature=...)`` set
-        q's initial sd, the rank and the curvature (docs/user_guide/families.md).
+        q's initial sd, the rank and the curvature (docs/user_guide/families.md),
+        and the three ADVI values' ``centring=True`` learned centring: each
+        hierarchical location-scale variable fitted between its centred and
+        non-centred forms (:mod:`~bnn_zoo.inference.families.centring`;
+        ``config["centring"]`` holds each ``lambda``, and the result's model
+        is the rewritten one).
         A full-rank fit without ``init`` first fits
         mean-field q for :data:`~bnn_zoo.inference.defaults.WARM_START` of the
         steps, then the full-rank q from it, with the path-derivative
@@ -180,15 +184,6 @@ def fit(
     checkpoint : Checkpoint, optional
         Where and how often to write the fit's state, and whether to resume
         from a saved one (``bnn_zoo.Checkpoint(path, every=500, resume=True)``).
-    centring : bool or sequence of str, default False
-        Learned centring (:mod:`~bnn_zoo.inference.centring`): each
-        hierarchical location-scale variable (``Normal(loc, scale)`` with a
-        random ``loc`` or ``scale``; ``True``: all of them, or those named)
-        is fitted between its centred and non-centred forms, its ``lambda``
-        learned with q. The result's model is the rewritten one (``x`` a
-        deterministic of the free ``x_vip``), and ``config["centring"]``
-        holds each variable's ``lambda`` (1 centred, 0 non-centred). ADVI
-        families, full data only.
     progressbar : bool, default True
         Show a progress bar with the running ELBO (mean of the last 100 steps).
 
@@ -264,8 +259,8 @@ def fit(
         name = method if isinstance(method, str) else method.name
         given = [name for name, value, default in (
             ("optimizer", optimizer, None), ("objective", objective, None), ("batch_size", batch_size, None),
-            ("minibatch", minibatch, None), ("init", init, None), ("checkpoint", checkpoint, None),
-            ("centring", centring, False)) if value is not default]
+            ("minibatch", minibatch, None), ("init", init, None), ("checkpoint", checkpoint, None))
+            if value is not default]
         if given and name == "laplace":
             raise ValueError(f"method='laplace' takes steps and random_seed only, not {given[0]}=: "
                              "it finds the mode by L-BFGS on the full data")
@@ -289,6 +284,7 @@ def fit(
     if objective.estimator != "weights" and family.name != "advi":
         raise ValueError(f"ELBO(estimator={objective.estimator!r}) needs mean-field q (method='advi'), "
                          f"got method={family.name!r}")
+    centring = getattr(method, "centring", False)
     if centring is not False:
         model, centring = _centred(model, centring, batch_size, init)
     settings = dict(batch_size=batch_size, minibatch=minibatch, average=average, random_seed=random_seed,
@@ -306,17 +302,17 @@ def fit(
 
 def _centred(model, centring, batch_size, init) -> tuple:
     """The model rewritten for learned centring, and what was rewritten; refusals in one line."""
-    from bnn_zoo.inference import centring as vip
+    from bnn_zoo.inference.families import centring as vip
 
     if batch_size is not None:
         raise ValueError("centring learns each lambda on the full data: fit without batch_size (or without "
                          "centring)")
     if init is not None and "centring" not in init.params:
-        raise ValueError("init is a fit without centring, of the model as written: with centring=..., start "
+        raise ValueError("init is a fit without centring, of the model as written: with centring, start "
                          "from a fit that had it, or without init")
     names = None if centring is True else list(centring)
     if names is None and not vip.candidates(model):
-        raise ValueError("centring=True: the model has no location-scale variable whose loc or scale is random "
+        raise ValueError("centring: the model has no location-scale variable whose loc or scale is random "
                          "(a hierarchy written non-centred has none: write it centred, x ~ Normal(mu, tau), "
                          "and centring learns the form)")
     return vip.reparametrise(model, names)
@@ -419,7 +415,7 @@ def _run(model, method, *, steps, optimizer, objective, batch_size, minibatch, i
         config["init_elbo_final"] = init.elbo_final
     ran = steps - done
     if centring is not None:  # the learned lambdas go into the model's containers: its draws use them
-        from bnn_zoo.inference.centring import set_lambdas
+        from bnn_zoo.inference.families.centring import set_lambdas
 
         lambdas = set_lambdas(model, centring, 1 / (1 + np.exp(-np.asarray(state.fitted["centring"], "float64"))))
         config["centring"] = {name: value.tolist() for name, value in lambdas.items()}

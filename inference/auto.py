@@ -12,7 +12,7 @@ passes its test (:data:`RUNGS`):
    whole factor: what gets full rank to a badly conditioned posterior), else
    from its own start.
 3. ``"centring"``: the same Gaussian with learned centring
-   (:mod:`~bnn_zoo.inference.centring`), where the model has a hierarchical
+   (:mod:`~bnn_zoo.inference.families.centring`), where the model has a hierarchical
    location-scale variable: a funnel in one form is often close to Gaussian
    in the other.
 
@@ -44,8 +44,8 @@ from typing import ClassVar
 import numpy as np
 import pymc as pm
 
-from bnn_zoo.inference import defaults, qcheck
-from bnn_zoo.inference.centring import candidates
+from bnn_zoo.inference import defaults, methods, qcheck
+from bnn_zoo.inference.families.centring import candidates
 from bnn_zoo.inference.draws import draw_z, evaluate_z
 from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLossError
 
@@ -121,8 +121,8 @@ def _gaussian(model: pm.Model, laplace: FitResult | None, steps: int, seed: int,
     start = laplace if laplace is not None and laplace.convergence.converged else None
     if centring or method == "lowrank_advi":
         start = None  # another space (the rewritten model's), or only the marginal sds: its own start
-    return fit(model, method=method, init=start, steps=steps, random_seed=seed, progressbar=progressbar,
-               centring=centring)
+    spec = methods.FullRank(centring=centring) if method == "fullrank_advi" else methods.LowRank(centring=centring)
+    return fit(model, method=spec, init=start, steps=steps, random_seed=seed, progressbar=progressbar)
 
 
 def fit_auto(model: pm.Model, spec: Auto = Auto(), *, steps: int = defaults.STEPS, random_seed: int = 0,

@@ -343,6 +343,9 @@ def fit_many(models: Sequence[pm.Model], *, method="advi", steps: int = defaults
         raise ValueError(f"need one random_seed per model, got {len(models)} models and {len(seeds)} seeds")
     if isinstance(restarts, bool) or not (isinstance(restarts, (int, np.integer)) and restarts >= 1):
         raise ValueError(f"restarts must be a positive integer, got {restarts!r}")
+    if getattr(method, "centring", False):
+        raise ValueError("fit_many does not fit learned centring (each fit's rewritten model has lambdas of its "
+                         "own): fit each with bnn_zoo.fit(model, method=...(centring=True))")
     points = [m.initial_point() for m in models]
     layouts = [Layout.of(m, p) for m, p in zip(models, points)]
     density = compile_model(models[0], layouts[0])

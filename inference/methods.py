@@ -46,20 +46,27 @@ class MeanField:
     init_std : float, default bnn_zoo.inference.defaults.INIT_STD
         q's initial sd of every unconstrained value. PyMC's default (about
         0.7) makes wide networks produce NaN (docs/user_guide/engine.md).
+    centring : bool or tuple of str, default False
+        Learned centring (:mod:`~bnn_zoo.inference.families.centring`):
+        ``True`` fits every hierarchical location-scale variable between its
+        centred and non-centred forms, learning each element's ``lambda``
+        with q; or the variables named. ``bnn_zoo.fit`` only, on the full data.
 
     Examples
     --------
     >>> import bnn_zoo
     >>> bnn_zoo.MeanField(init_std=0.1)
-    MeanField(init_std=0.1)
+    MeanField(init_std=0.1, centring=False)
     """
 
     init_std: float = defaults.INIT_STD
+    centring: bool | tuple[str, ...] = False
     #: The method's name, as ``FitResult.method`` reports it.
     name: ClassVar[str] = "advi"
 
     def __post_init__(self):
         _check_init_std(self)
+        _check_centring(self)
 
 
 @dataclass(frozen=True)
@@ -75,20 +82,27 @@ class FullRank:
     ----------
     init_std : float, default bnn_zoo.inference.defaults.INIT_STD
         q's initial sd of every unconstrained value (of the mean-field phase).
+    centring : bool or tuple of str, default False
+        Learned centring (:mod:`~bnn_zoo.inference.families.centring`):
+        ``True`` fits every hierarchical location-scale variable between its
+        centred and non-centred forms, learning each element's ``lambda``
+        with q; or the variables named. ``bnn_zoo.fit`` only, on the full data.
 
     Examples
     --------
     >>> import bnn_zoo
-    >>> bnn_zoo.FullRank()
-    FullRank(init_std=0.01)
+    >>> bnn_zoo.FullRank(centring=True)
+    FullRank(init_std=0.01, centring=True)
     """
 
     init_std: float = defaults.INIT_STD
+    centring: bool | tuple[str, ...] = False
     #: The method's name, as ``FitResult.method`` reports it.
     name: ClassVar[str] = "fullrank_advi"
 
     def __post_init__(self):
         _check_init_std(self)
+        _check_centring(self)
 
 
 @dataclass(frozen=True)
@@ -109,22 +123,37 @@ class LowRank:
         (NumPyro's and pymc-extras' default).
     init_std : float, default bnn_zoo.inference.defaults.INIT_STD
         q's initial sd of every unconstrained value.
+    centring : bool or tuple of str, default False
+        Learned centring (:mod:`~bnn_zoo.inference.families.centring`):
+        ``True`` fits every hierarchical location-scale variable between its
+        centred and non-centred forms, learning each element's ``lambda``
+        with q; or the variables named. ``bnn_zoo.fit`` only, on the full data.
 
     Examples
     --------
     >>> import bnn_zoo
     >>> bnn_zoo.LowRank(rank=5)
-    LowRank(rank=5, init_std=0.01)
+    LowRank(rank=5, init_std=0.01, centring=False)
     """
 
     rank: int | None = None
     init_std: float = defaults.INIT_STD
+    centring: bool | tuple[str, ...] = False
     #: The method's name, as ``FitResult.method`` reports it.
     name: ClassVar[str] = "lowrank_advi"
 
     def __post_init__(self):
         _check_init_std(self)
+        _check_centring(self)
         check_rank_setting(self.rank, "LowRank")
+
+
+def _check_centring(spec) -> None:
+    value = spec.centring
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        object.__setattr__(spec, "centring", tuple(value))
+    elif not isinstance(value, bool):
+        raise ValueError(f"{type(spec).__name__}'s centring must be True, False or variable names, got {value!r}")
 
 
 def _check_init_std(spec) -> None:
@@ -198,7 +227,7 @@ def spec(name: str, init_std: float = defaults.INIT_STD):
     --------
     >>> from bnn_zoo.inference import methods
     >>> methods.spec("lowrank_advi", init_std=0.05)
-    LowRank(rank=None, init_std=0.05)
+    LowRank(rank=None, init_std=0.05, centring=False)
     >>> methods.spec("laplace")
     'laplace'
     """

@@ -255,7 +255,7 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
     random_seed : int, default 0
         Seeds the initial means, the noise and the minibatches.
     centring : Centring, optional
-        What learned centring rewrote (:mod:`~bnn_zoo.inference.centring`):
+        What learned centring rewrote (:mod:`~bnn_zoo.inference.families.centring`):
         q's parameters gain its ``lambda`` logits, learned with q.
 
     Returns

@@ -57,8 +57,9 @@ K_WARN = 0.7
 #: ``method='auto'`` climbs these itself.
 NEXT = {"advi": "method='lowrank_advi' or 'fullrank_advi' (or method='auto')",
         "lowrank_advi": "method='fullrank_advi' (or method='auto')",
-        "fullrank_advi": "centring=True, which learns the model's other parameterisation (write a "
-                         "hierarchy centred, x ~ Normal(mu, tau)), or bnn_zoo.nuts(result)",
+        "fullrank_advi": "method=bnn_zoo.FullRank(centring=True), which learns the model's other "
+                         "parameterisation (write a hierarchy centred, x ~ Normal(mu, tau)), or "
+                         "bnn_zoo.nuts(result)",
         "laplace": "method='fullrank_advi' (or method='auto')"}
 
 

@@ -7,7 +7,7 @@ import pymc as pm
 import pytest
 
 import bnn_zoo
-from bnn_zoo.inference import centring
+from bnn_zoo.inference.families import centring
 from tests.test_auto import _eight_schools_centred
 
 SIGMA = np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0])
@@ -64,7 +64,7 @@ def test_fit_learns_the_non_centred_form_of_eight_schools():
     model = _eight_schools_centred()
     with warnings.catch_warnings():
         warnings.simplefilter("error", bnn_zoo.ConvergenceWarning)
-        result = bnn_zoo.fit(model, centring=True, progressbar=False)
+        result = bnn_zoo.fit(model, method=bnn_zoo.MeanField(centring=True), progressbar=False)
     lam = np.asarray(result.config["centring"]["theta"])
     assert lam.shape == (8,) and lam.max() < 0.3  # weakly informed groups: nearly non-centred
     assert result.config["centring"] and "centring logits adam" in result.config["optimizer"]
@@ -79,13 +79,16 @@ def test_fit_learns_the_non_centred_form_of_eight_schools():
 
 def test_centring_refuses_what_it_cannot_do():
     model = _eight_schools_centred()
-    for kwargs, message in (
-            (dict(batch_size=4), "centring learns each lambda on the full data"),
-            (dict(method="laplace"), "method='laplace' takes steps and random_seed only, not centring="),
-            (dict(centring=["mu"]), "centring cannot rewrite 'mu'"),
+    for method, kwargs, message in (
+            (bnn_zoo.MeanField(centring=True), dict(batch_size=4), "centring learns each lambda on the full data"),
+            (bnn_zoo.FullRank(centring=("mu",)), {}, "centring cannot rewrite 'mu'"),
     ):
         with pytest.raises(ValueError, match=message):
-            bnn_zoo.fit(model, **{"centring": True, **kwargs})
+            bnn_zoo.fit(model, method=method, **kwargs)
     with pytest.raises(ValueError, match=r"the model has no location-scale variable whose loc or scale is "
                                          r"random \(a hierarchy written non-centred has none"):
-        bnn_zoo.fit(_eight_schools_noncentred(), centring=True)
+        bnn_zoo.fit(_eight_schools_noncentred(), method=bnn_zoo.MeanField(centring=True))
+    with pytest.raises(ValueError, match="fit_many does not fit learned centring"):
+        bnn_zoo.fit_many([model], method=bnn_zoo.LowRank(centring=True))
+    with pytest.raises(ValueError, match="MeanField's centring must be True, False or variable names, got 'theta'"):
+        bnn_zoo.MeanField(centring="theta")

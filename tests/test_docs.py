@@ -21,7 +21,7 @@ def modules() -> list[str]:
     names = ["bnn_zoo", "bnn_zoo.cli"]
     for sub in SUBPACKAGES:
         pkg = importlib.import_module(f"bnn_zoo.{sub}")
-        names += [pkg.__name__] + [f"{pkg.__name__}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__)]
+        names += [pkg.__name__] + [m.name for m in pkgutil.walk_packages(pkg.__path__, prefix=f"{pkg.__name__}.")]
     return names
 
 

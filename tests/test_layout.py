@@ -82,7 +82,7 @@ def test_the_contributing_page_maps_every_module():
     names = ["bnn_zoo", "bnn_zoo.cli"]
     for sub in ("models", "inference", "evaluation", "data", "experiments"):
         pkg = importlib.import_module(f"bnn_zoo.{sub}")
-        names += [f"bnn_zoo.{sub}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__)]
+        names += [m.name for m in pkgutil.walk_packages(pkg.__path__, prefix=f"bnn_zoo.{sub}.")]
     missing = [n for n in names if f"`{n}`" not in page]
     assert not missing, f"docs/contributing.md's module map lacks {missing}"
 

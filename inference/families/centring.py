@@ -19,7 +19,8 @@ which is the centred form at ``lambda = 1`` and the non-centred one at 0, the
 same model (the same posterior of ``x``) at every ``lambda``. :func:`reparametrise`
 rewrites a model so (``x`` becomes a ``pm.Deterministic`` of the free variable
 ``x_vip``, and each ``lambda`` a data container ``x_centring``), and
-``bnn_zoo.fit(model, centring=True)`` learns the ``lambda``\ s with q, by the
+``bnn_zoo.fit(model, method=bnn_zoo.FullRank(centring=True))`` (or any ADVI
+family's ``centring=True``) learns the ``lambda``\ s with q, by the
 ELBO's gradient (the ELBO is a bound on the same evidence for every
 ``lambda``, so maximising it over ``lambda`` picks the form q fits best).
 The algebra holds for every location-scale family with its density
@@ -40,7 +41,7 @@ from pymc.model.fgraph import ModelFreeRV, fgraph_from_model, model_deterministi
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random import basic as rv_ops
 
-__all__ = ["LOC_SCALE", "SUFFIX", "Centring", "candidates", "reparametrise"]
+__all__ = ["LOC_SCALE", "SUFFIX", "Centring", "candidates", "reparametrise", "set_lambdas"]
 
 #: The random-variable ops whose last two parameters are a location and a scale.
 LOC_SCALE = (rv_ops.NormalRV, rv_ops.StudentTRV, rv_ops.LaplaceRV, rv_ops.CauchyRV, rv_ops.LogisticRV,
@@ -106,7 +107,7 @@ def candidates(model: pm.Model) -> tuple[str, ...]:
     Examples
     --------
     >>> import pymc as pm
-    >>> from bnn_zoo.inference import centring
+    >>> from bnn_zoo.inference.families import centring
     >>> with pm.Model() as model:
     ...     tau = pm.HalfNormal("tau", 1)
     ...     theta = pm.Normal("theta", 0, tau, shape=8)
@@ -184,7 +185,22 @@ def reparametrise(model: pm.Model, names=None, init: float = 0.5) -> tuple[pm.Mo
 
 
 def set_lambdas(model: pm.Model, centring: Centring, values) -> dict:
-    """Put ``lambda`` values (flat, :attr:`Centring.size`) into the model's containers; return them by name."""
+    """Put ``lambda`` values into the rewritten model's containers, so that its draws use them.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model :func:`reparametrise` made.
+    centring : Centring
+        What it rewrote.
+    values : array_like
+        Every ``lambda``, flat (:attr:`Centring.size` values), in the order of ``centring.names``.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        Each variable's ``lambda``, in its shape.
+    """
     out = {}
     for name, container, value in zip(centring.names, centring.containers, centring.split(values)):
         model[container].set_value(np.asarray(value, dtype=model[container].dtype))
