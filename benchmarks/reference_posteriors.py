@@ -397,8 +397,9 @@ def run(models, seed: int = 0, methods=None) -> list[dict]:
     return rows
 
 
-def fresh(models, seed: int, methods) -> list[dict]:
-    """:func:`run`, each model and method in a fresh Python process, one after another."""
+def fresh(models, seed: int, methods, timeout: float | None = None) -> list[dict]:
+    """:func:`run`, each model and method in a fresh Python process, one after another; a process that
+    fails, or runs past ``timeout`` seconds, is a row that says so."""
     import json
     import subprocess
     import tempfile
@@ -408,10 +409,14 @@ def fresh(models, seed: int, methods) -> list[dict]:
         for method in methods:
             with tempfile.TemporaryDirectory() as folder:
                 out = Path(folder) / "rows.json"
-                subprocess.run([sys.executable, "-m", "benchmarks.reference_posteriors", "--models", name,
-                                "--methods", method, "--seed", str(seed), "--json", str(out)],
-                               check=True, stdout=subprocess.DEVNULL)
-                rows += json.loads(out.read_text())["rows"]
+                try:
+                    ran = subprocess.run([sys.executable, "-m", "benchmarks.reference_posteriors", "--models", name,
+                                          "--methods", method, "--seed", str(seed), "--json", str(out)],
+                                         stdout=subprocess.DEVNULL, timeout=timeout)
+                    rows += json.loads(out.read_text())["rows"] if ran.returncode == 0 else [
+                        {"model": name, "method": method, "error": f"its process failed (exit {ran.returncode})"}]
+                except subprocess.TimeoutExpired:
+                    rows.append({"model": name, "method": method, "error": f"stopped at --timeout {timeout:g} s"})
             print(_line(rows[-1]), flush=True)
     return rows
 
@@ -472,6 +477,8 @@ def main(argv=None) -> int:
     p.add_argument("--methods", default=",".join(METHODS), help="comma-separated, from " + ", ".join(METHODS))
     p.add_argument("--fresh", action="store_true",
                    help="each model and method in a fresh process (its time includes every compilation)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="with --fresh: seconds after which a model and method's process is stopped")
     args = p.parse_args(argv)
     models = args.models.split(",")
     unknown = [m for m in models if m not in MODELS]
@@ -482,7 +489,7 @@ def main(argv=None) -> int:
     if [m for m in methods if m not in METHODS]:
         print(f"{p.prog}: error: unknown methods {', '.join(m for m in methods if m not in METHODS)}", file=sys.stderr)
         return 2
-    rows = fresh(models, args.seed, methods) if args.fresh else run(models, args.seed, methods)
+    rows = fresh(models, args.seed, methods, args.timeout) if args.fresh else run(models, args.seed, methods)
     table = markdown(rows)
     print(table)
     if args.markdown:

@@ -46,7 +46,8 @@ def nuts(result, draws: int = 1000, *, tune: int = TUNE, chains: int = 4, target
     tune : int, default 300
         Warm-up steps per chain, which adapt the step size only.
     chains : int, default 4
-        Chains, run one after another, each started from a draw of q.
+        Chains, run side by side in one program (NumPyro's ``"vectorized"``), each
+        started from a draw of q.
     target_accept : float, default 0.9
         The step size's target acceptance rate.
     random_seed : int, default 0
@@ -99,7 +100,7 @@ def nuts(result, draws: int = 1000, *, tune: int = TUNE, chains: int = 4, target
     starts = gaussians.sample(mu, factor, chains, rng)[0].astype(dtype)
     kernel = NUTS(potential_fn=potential, inverse_mass_matrix=jnp.asarray(covariance, dtype), dense_mass=True,
                   adapt_mass_matrix=False, target_accept_prob=target_accept)
-    mcmc = MCMC(kernel, num_warmup=tune, num_samples=draws, num_chains=chains, chain_method="sequential",
+    mcmc = MCMC(kernel, num_warmup=tune, num_samples=draws, num_chains=chains, chain_method="vectorized",
                 progress_bar=False)
     t0 = time.perf_counter()
     mcmc.run(jax.random.PRNGKey(random_seed), init_params=jnp.asarray(starts),

@@ -92,3 +92,15 @@ def test_centring_refuses_what_it_cannot_do():
         bnn_zoo.fit_many([model], method=bnn_zoo.LowRank(centring=True))
     with pytest.raises(ValueError, match="MeanField's centring must be True, False or variable names, got 'theta'"):
         bnn_zoo.MeanField(centring="theta")
+
+
+def test_a_model_with_initial_values_is_rewritten_and_keeps_them():
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 1, initval=0.5)
+        tau = pm.HalfNormal("tau", 1)
+        pm.Normal("x", mu, tau, shape=3, initval=np.zeros(3))
+    assert centring.candidates(model) == ("x",)
+    new, c = centring.reparametrise(model)
+    assert c.names == ("x",) and float(new.rvs_to_initial_values[new["mu"]]) == 0.5
+    assert float(model.rvs_to_initial_values[model["mu"]]) == 0.5  # the model given keeps its own
+    assert new.initial_point()["mu"] == 0.5

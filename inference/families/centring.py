@@ -82,13 +82,11 @@ class Centring:
         return [part.reshape(shape) for part, shape in zip(np.split(np.asarray(flat), cuts), self.shapes)]
 
 
-def _loc_scale(node) -> tuple | None:
-    """The ``(loc, scale)`` of a free variable's node when its distribution is a location-scale one."""
-    rv = node.inputs[0]
-    if rv.owner is None or not isinstance(rv.owner.op, LOC_SCALE) or node.op.transform is not None:
+def _loc_scale(rv, model: pm.Model) -> tuple | None:
+    """The ``(loc, scale)`` of a free variable when its distribution is a location-scale one, untransformed."""
+    if rv.owner is None or not isinstance(rv.owner.op, LOC_SCALE) or model.rvs_to_transforms.get(rv) is not None:
         return None
-    params = rv.owner.op.dist_params(rv.owner)
-    return params[-2], params[-1]
+    return tuple(rv.owner.op.dist_params(rv.owner)[-2:])
 
 
 def candidates(model: pm.Model) -> tuple[str, ...]:
@@ -115,15 +113,9 @@ def candidates(model: pm.Model) -> tuple[str, ...]:
     >>> centring.candidates(model)
     ('theta',)
     """
-    fgraph, _ = fgraph_from_model(model, inlined_views=True)
-    free = {n.outputs[0] for n in fgraph.toposort() if isinstance(n.op, ModelFreeRV)}
-    out = []
-    for node in fgraph.toposort():
-        if isinstance(node.op, ModelFreeRV) and (pair := _loc_scale(node)) is not None:
-            if any(a in free for a in ancestors(list(pair))):
-                out.append(node.op.name)
-    order = [rv.name for rv in model.free_RVs]
-    return tuple(sorted(out, key=order.index))
+    free = set(model.free_RVs)
+    return tuple(rv.name for rv in model.free_RVs
+                 if (pair := _loc_scale(rv, model)) is not None and any(a in free for a in ancestors(list(pair))))
 
 
 def reparametrise(model: pm.Model, names=None, init: float = 0.5) -> tuple[pm.Model, Centring]:
@@ -160,16 +152,22 @@ def reparametrise(model: pm.Model, names=None, init: float = 0.5) -> tuple[pm.Mo
                          f"({', '.join(op.__name__[:-2] for op in LOC_SCALE)}) whose loc or scale is random; "
                          f"this model's are: {', '.join(found) or 'none'}")
     point = model.initial_point()
-    fgraph, _ = fgraph_from_model(model, inlined_views=True)
+    given = {rv: value for rv, value in model.rvs_to_initial_values.items() if value is not None}
+    try:  # PyMC's graph conversion refuses initial values: set them aside, and give them to the new model
+        model.rvs_to_initial_values.update({rv: None for rv in given})
+        fgraph, _ = fgraph_from_model(model, inlined_views=True)
+    finally:
+        model.rvs_to_initial_values.update(given)
     lambdas, shapes = [], []
     for node in list(fgraph.toposort()):
         if not (isinstance(node.op, ModelFreeRV) and node.op.name in names):
             continue
         name, rv = node.op.name, node.inputs[0]
-        loc, scale = _loc_scale(node)
+        params = rv.owner.op.dist_params(rv.owner)
+        loc, scale = params[-2], params[-1]
         shape = tuple(point[model.rvs_to_values[model[name]].name].shape)
         lam = pytensor.shared(np.full(shape, init, dtype=rv.dtype), name=name + SUFFIX[1])
-        op, params = rv.owner.op, rv.owner.op.dist_params(rv.owner)
+        op = rv.owner.op
         tilde_rv = op.make_node(op.rng_param(rv.owner).type(), op.size_param(rv.owner),
                                 *params[:-2], lam * loc, scale**lam).outputs[1]
         tilde = model_free_rv(tilde_rv, tilde_rv.type(name=name + SUFFIX[0]), None, name + SUFFIX[0],
@@ -181,6 +179,9 @@ def reparametrise(model: pm.Model, names=None, init: float = 0.5) -> tuple[pm.Mo
     new = model_from_fgraph(fgraph, mutate_fgraph=True)
     for lam, dims in lambdas:
         new.register_data_var(lam, dims=dims or None)
+    for rv, value in given.items():
+        if rv.name not in names:
+            new.set_initval(new[rv.name], value)
     return new, Centring(names=names, shapes=tuple(shapes))
 
 
