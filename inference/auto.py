@@ -194,7 +194,8 @@ def fit_auto(model: pm.Model, spec: Auto = Auto(), *, steps: int = defaults.STEP
         raise NonFiniteLossError("method='auto': every rung failed: "
                                  + "; ".join(f"{e['rung']}: {e['error']}" for e in path))
     passed = path[-1]["passed"]
-    best = len(path) - 1 if passed else int(np.nanargmin([_k(e) for e in path]))
+    fitted = [i for i, f in enumerate(fits) if f is not None]  # a rung that failed has no fit to return
+    best = len(path) - 1 if passed else min(fitted, key=lambda i: _k(path[i]))
     result = fits[best]
     result.config = dict(result.config, auto=dict(path=path, returned=best, passed=passed, budget=spec.budget,
                                                   draws=spec.draws, seconds=time.perf_counter() - t0),
@@ -240,6 +241,6 @@ def path_table(result: FitResult) -> str:
     for i, e in enumerate(auto["path"]):
         halves = ", ".join(f"{k:.2f}" for k in e["q_pareto_k_halves"])
         lines.append(f"{e['rung']:<9} {e.get('method', 'failed'):<14} {e['q_pareto_k']:.2f} ({halves}){'':<{max(0, 11 - len(halves))}}"
-                     f" {e['elbo']:>12.2f} {e['seconds']:>8.1f}  {'yes' if e['passed'] else 'no'}"
+                     f" {e.get('elbo', float('nan')):>12.2f} {e['seconds']:>8.1f}  {'yes' if e['passed'] else 'no'}"
                      + ("  <-" if i == auto["returned"] else ""))
     return "\n".join(lines)

@@ -157,3 +157,23 @@ def test_nuts_preconditioned_by_q_samples_the_posterior():
                          (dict(target_accept=1.5), "target_accept must be a float in")):
         with pytest.raises(ValueError, match=message):
             bnn_zoo.nuts(q, **bad)
+
+
+def test_a_rung_that_fails_is_a_step_of_the_path(monkeypatch):
+    """Laplace raising NonFiniteLossError: the path records it, and auto goes on to the Gaussian rung and
+    returns that, never the failed rung."""
+    from bnn_zoo.inference import laplace
+
+    def fail(*args, **kwargs):
+        raise bnn_zoo.NonFiniteLossError("the log density is -inf at the end of the search for the mode")
+
+    monkeypatch.setattr(laplace, "fit_laplace", fail)
+    model, mean, sd = _skewed_poisson()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", qcheck.ApproximationWarning)
+        result = bnn_zoo.fit(model, method=bnn_zoo.Auto(rungs=("laplace", "gaussian")), steps=3_000,
+                             progressbar=False)
+    path = result.config["auto"]["path"]
+    assert path[0]["rung"] == "laplace" and "log density is -inf" in path[0]["error"] and not path[0]["passed"]
+    assert result.method == "fullrank_advi" and result.config["auto"]["returned"] == 1
+    assert "failed" in bnn_zoo.path_table(result).splitlines()[1]
