@@ -239,8 +239,8 @@ def path_table(result: FitResult) -> str:
         raise ValueError(f"this is a {result.method!r} fit, not one of method='auto': it has no path")
     lines = [f"{'rung':<9} {'method':<14} {qcheck.NAME + ' (halves)':<24} {'ELBO':>12} {'seconds':>8}  passed"]
     for i, e in enumerate(auto["path"]):
-        halves = ", ".join(f"{k:.2f}" for k in e["q_pareto_k_halves"])
-        lines.append(f"{e['rung']:<9} {e.get('method', 'failed'):<14} {e['q_pareto_k']:.2f} ({halves}){'':<{max(0, 11 - len(halves))}}"
-                     f" {e.get('elbo', float('nan')):>12.2f} {e['seconds']:>8.1f}  {'yes' if e['passed'] else 'no'}"
+        k = f"{e['q_pareto_k']:.2f} ({', '.join(f'{h:.2f}' for h in e['q_pareto_k_halves'])})"
+        lines.append(f"{e['rung']:<9} {e.get('method', 'failed'):<14} {k:<24} {e.get('elbo', float('nan')):>12.2f}"
+                     f" {e['seconds']:>8.1f}  {'yes' if e['passed'] else 'no'}"
                      + ("  <-" if i == auto["returned"] else ""))
     return "\n".join(lines)

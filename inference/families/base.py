@@ -81,8 +81,9 @@ class Family:
 
     The families are :data:`~bnn_zoo.inference.families.MEAN_FIELD`,
     :data:`~bnn_zoo.inference.families.FULL_RANK` and
-    :func:`~bnn_zoo.inference.families.low_rank` (:func:`~bnn_zoo.inference.families.get` by name); each is a Gaussian ``z = mu + A
-    eps`` over the model's unconstrained values, stored as a dict of arrays.
+    :func:`~bnn_zoo.inference.families.low_rank` (:func:`~bnn_zoo.inference.families.get`
+    by name); each is a Gaussian ``z = mu + A eps`` over the model's
+    unconstrained values, stored as a dict of arrays.
 
     Parameters
     ----------
