@@ -284,6 +284,7 @@ def _bnn_zoo(method, centring=False):
             raise NotApplicable("no hierarchical loc-scale variable")
         spec = {"advi": bnn_zoo.MeanField, "lowrank_advi": bnn_zoo.LowRank,
                 "fullrank_advi": bnn_zoo.FullRank}[method](centring=True) if centring else method
+        spec = bnn_zoo.Flow(df=5) if spec == "flow_t" else spec  # five degrees of freedom
         result = bnn_zoo.fit(model, method=spec, random_seed=seed, progressbar=False)
         draws = bnn_zoo.sample(result, DRAWS, random_seed=seed)
         extra = {"q_pareto_k": float(draws.attrs["q_pareto_k"])}
@@ -342,6 +343,7 @@ METHODS = {"bnn_zoo.fit (advi)": _bnn_zoo("advi"), "bnn_zoo.fit (lowrank_advi)":
            "bnn_zoo.fit (advi + centring)": _bnn_zoo("advi", centring=True),
            "bnn_zoo.fit (lowrank_advi + centring)": _bnn_zoo("lowrank_advi", centring=True),
            "bnn_zoo.fit (fullrank_advi + centring)": _bnn_zoo("fullrank_advi", centring=True),
+           "bnn_zoo.fit (flow)": _bnn_zoo("flow"), "bnn_zoo.fit (flow on a Student-t base)": _bnn_zoo("flow_t"),
            "bnn_zoo.fit (auto)": _bnn_zoo("auto"), "auto then bnn_zoo.nuts": _handoff,
            "pm.sample (nuts on numpyro)": _nuts,
            "pm.fit (advi)": _pm_fit("advi"), "pm.fit (fullrank_advi)": _pm_fit("fullrank_advi"),

@@ -9,7 +9,7 @@ The public API re-exported at :mod:`bnn_zoo`'s root comes from here. The modules
   and Pareto-smoothed importance sampling), :mod:`~bnn_zoo.inference.defaults` (the one set of
   defaults);
 - the settings that are values: :mod:`~bnn_zoo.inference.objective` (``ELBO``),
-  :mod:`~bnn_zoo.inference.methods` (``METHODS``, ``MeanField``, ``LowRank``, ``FullRank``),
+  :mod:`~bnn_zoo.inference.methods` (``METHODS``, ``MeanField``, ``LowRank``, ``FullRank``, ``Flow``),
   :mod:`~bnn_zoo.inference.laplace` (``Laplace``, and the Laplace approximation itself),
   :mod:`~bnn_zoo.inference.checkpoint` (``Checkpoint``), :mod:`~bnn_zoo.inference.optim`
   (optimizers with a description);
@@ -37,7 +37,7 @@ from bnn_zoo.inference.batch import fit_many
 from bnn_zoo.inference.checkpoint import Checkpoint, CheckpointError
 from bnn_zoo.inference.laplace import Laplace
 from bnn_zoo.inference.handoff import nuts
-from bnn_zoo.inference.methods import METHODS, FullRank, LowRank, MeanField
+from bnn_zoo.inference.methods import METHODS, Flow, FullRank, LowRank, MeanField
 from bnn_zoo.inference.objective import ELBO
 from bnn_zoo.inference.prediction import predict
 from bnn_zoo.inference.prepare import precision
@@ -47,5 +47,5 @@ from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLos
 from bnn_zoo.inference.sampling import sample
 
 __all__ = ["ELBO", "METHODS", "Auto", "Checkpoint", "CheckpointError", "ConvergenceWarning", "FitResult",
-           "FullRank", "Laplace", "LowRank", "MeanField", "NonFiniteLossError", "fit", "fit_many", "loo", "nuts",
+           "Flow", "FullRank", "Laplace", "LowRank", "MeanField", "NonFiniteLossError", "fit", "fit_many", "loo", "nuts",
            "path_table", "precision", "predict", "reweighted", "sample"]

@@ -14,7 +14,6 @@ builds what it needs before the first step.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 import warnings
 from collections.abc import Sequence
@@ -29,56 +28,16 @@ from bnn_zoo.inference import checkpoint as ckpt
 from bnn_zoo.inference import defaults, methods, optim
 from bnn_zoo.inference.checkpoint import Checkpoint
 from bnn_zoo.inference.engine import CHUNK
+from bnn_zoo.inference.jaxmodel import Layout
 from bnn_zoo.inference.auto import Auto, fit_auto
 from bnn_zoo.inference.laplace import Laplace, fit_laplace
 from bnn_zoo.inference.minibatch import unwrap as unwrap_minibatch
 from bnn_zoo.inference.objective import ELBO
 from bnn_zoo.inference.prepare import prepare
+from bnn_zoo.inference.renamed import refuse_renamed
 from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLossError, warn_unless_converged
 
-__all__ = ["RENAMED", "fit", "refuse_renamed"]
-
-#: Keywords ``fit`` and ``fit_many`` took before, and their spelling now.
-RENAMED = {
-    "seed": "random_seed=",
-    "seeds": "random_seed=[...]",
-    "beta": "objective=bnn_zoo.ELBO(beta=...)",
-    "kl_weighting": "objective=bnn_zoo.ELBO(kl_weighting=...)",
-    "mc_samples": "objective=bnn_zoo.ELBO(mc_samples=...)",
-    "estimator": "objective=bnn_zoo.ELBO(estimator=...)",
-    "path_derivative": "objective=bnn_zoo.ELBO(path_derivative=...)",
-    "init_std": "method=bnn_zoo.MeanField(init_std=...) (or bnn_zoo.FullRank(init_std=...))",
-    "checkpoint_every": "checkpoint=bnn_zoo.Checkpoint(path, every=...)",
-    "resume": "checkpoint=bnn_zoo.Checkpoint(path, resume=True)",
-    "warm_start": "init=<a mean-field FitResult> (or no init: full rank then starts from a mean-field fit)",
-}
-
-
-def refuse_renamed(function):
-    """Wrap ``function`` so that a keyword it took before fails in one line naming the new spelling.
-
-    Parameters
-    ----------
-    function : callable
-        ``fit`` or ``fit_many``.
-
-    Returns
-    -------
-    callable
-        The same function (and signature); a keyword of :data:`RENAMED` raises
-        ``TypeError: fit() no longer takes seed=: use random_seed= (CHANGELOG.md)``.
-    """
-
-    @functools.wraps(function)
-    def wrapper(*args, **kwargs):
-        old = [k for k in kwargs if k in RENAMED]
-        if old:
-            raise TypeError(f"{function.__name__}() no longer takes {old[0]}=: use {RENAMED[old[0]]} "
-                            "(CHANGELOG.md, 'What moved')")
-        return function(*args, **kwargs)
-
-    return wrapper
-
+__all__ = ["fit"]
 
 def _progress(show: bool) -> Progress:
     return Progress(
@@ -98,7 +57,7 @@ def fit(
     batch_size: int | None = None,
     minibatch: Sequence[str] | None = None,
     init: FitResult | None = None,
-    average: float = defaults.AVERAGE,
+    average: float | None = None,
     random_seed: int = 0,
     checkpoint: Checkpoint | None = None,
     progressbar: bool = True,
@@ -176,9 +135,12 @@ def fit(
         Laplace fit that passed its test of the mode is the start to give
         (docs/user_guide/families.md); one that did not is refused. The
         model must have the same variables and shapes.
-    average : float, default 0.5
+    average : float, optional
         Share of the final steps whose iterates are averaged into the result
-        (Polyak-Ruppert), in [0, 1). Use 0 with a decaying schedule.
+        (Polyak-Ruppert), in [0, 1). Use 0 with a decaying schedule. Default
+        :data:`~bnn_zoo.inference.defaults.AVERAGE` (0.5), and
+        :data:`~bnn_zoo.inference.defaults.FLOW_AVERAGE` (0) for a flow: the
+        mean of a network's weights is not a mean of its functions.
     random_seed : int, default 0
         Seeds the initial means, the Monte Carlo noise and the minibatches.
     checkpoint : Checkpoint, optional
@@ -287,8 +249,18 @@ def fit(
     centring = getattr(method, "centring", False)
     if centring is not False:
         model, centring = _centred(model, centring, batch_size, init)
+    if average is None:
+        average = defaults.FLOW_AVERAGE if family.name == "flow" else defaults.AVERAGE
     settings = dict(batch_size=batch_size, minibatch=minibatch, average=average, random_seed=random_seed,
                     progressbar=progressbar, centring=centring or None)
+    if family.name == "flow":
+        if centring is not False or batch_size is not None:
+            raise ValueError("method='flow' fits on the full data, without centring: fit without batch_size")
+        if init is None and checkpoint is not None:
+            raise ValueError("a flow without init starts from a Gaussian fit and cannot checkpoint: fit the "
+                             "Gaussian first and pass it as init=")
+        return _flow(model, method, steps=steps, optimizer=optimizer, objective=objective, init=init,
+                     checkpoint=checkpoint, **settings)
     if family.name in methods.WARM_STARTED and init is None:
         if checkpoint is not None:
             raise ValueError("a full-rank fit without init starts from a mean-field fit and cannot "
@@ -346,6 +318,39 @@ def _warm_started(model, method, *, steps, optimizer, objective, **settings) -> 
     full.seconds += warm.seconds
     full.config = dict(full.config, init_std=init_std, warm_start=n_warm, warm_start_elbo_final=warm.elbo_final)
     return full
+
+
+def _flow(model, method, *, steps, optimizer, objective, init, checkpoint, **settings) -> FitResult:
+    """A flow on ``init``'s Gaussian, or on one fitted first in ``FLOW_START`` of the steps.
+
+    The Gaussian is full rank up to ``AUTO_FULL_RANK_MAX`` values, mean-field
+    above; the flow's coupling layers start at the identity, so the flow
+    starts as that Gaussian. Its ELBO trace is the flow's phase; ``config``
+    records the start's method, steps and final ELBO.
+    """
+    start_steps = 0
+    if init is None:
+        start_steps = max(2, int(round(defaults.FLOW_START * steps)))
+        if start_steps >= steps:
+            raise ValueError(f"steps={steps} leave no flow steps after its Gaussian start of {start_steps}")
+        dim = sum(int(np.prod(shape, dtype=int)) for _, _, shape, _ in
+                  Layout.of(model, model.initial_point()).slots)
+        gaussian = "fullrank_advi" if dim <= defaults.AUTO_FULL_RANK_MAX else "advi"
+        with warnings.catch_warnings():  # the start is not the result
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            init = fit(model, method=gaussian, steps=start_steps, random_seed=settings["random_seed"],
+                       progressbar=settings["progressbar"])
+    if optimizer is None:
+        optimizer = optim.make(defaults.OPTIMIZER, defaults.FLOW_LEARNING_RATE, steps - start_steps)
+    if objective.path_derivative is None:
+        objective = dataclasses.replace(objective, path_derivative=True)
+    result = _run(model, method, steps=steps - start_steps, optimizer=optimizer, objective=objective, init=init,
+                  checkpoint=checkpoint, **settings)
+    if start_steps:
+        result.seconds += init.seconds
+    result.config = dict(result.config, start=init.method, start_steps=start_steps,
+                         start_elbo_final=init.elbo_final)
+    return result
 
 
 def _non_finite_data(model) -> str:

@@ -15,6 +15,9 @@ passes its test (:data:`RUNGS`):
    (:mod:`~bnn_zoo.inference.families.centring`), where the model has a hierarchical
    location-scale variable: a funnel in one form is often close to Gaussian
    in the other.
+4. ``"flow"``: a normalizing flow (:mod:`~bnn_zoo.inference.families.flow`)
+   put on the Gaussian rung's q, for what no Gaussian in either form holds:
+   curved, skewed or heavy-tailed posteriors.
 
 The test is q's Pareto k (:mod:`~bnn_zoo.inference.qcheck`) on ``draws``
 draws, split into two independent halves: a rung passes when the k of each
@@ -52,7 +55,7 @@ from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLos
 __all__ = ["DRAWS", "RUNGS", "Auto", "fit_auto", "path_table"]
 
 #: The rungs, cheapest first.
-RUNGS = ("laplace", "gaussian", "centring")
+RUNGS = ("laplace", "gaussian", "centring", "flow")
 #: Draws of each rung's q for its Pareto k: two halves of 4,000.
 DRAWS = 8000
 
@@ -77,7 +80,7 @@ class Auto:
     --------
     >>> import bnn_zoo
     >>> bnn_zoo.Auto(budget=60)
-    Auto(budget=60, draws=8000, rungs=('laplace', 'gaussian', 'centring'))
+    Auto(budget=60, draws=8000, rungs=('laplace', 'gaussian', 'centring', 'flow'))
     """
 
     budget: float | None = None
@@ -146,7 +149,7 @@ def fit_auto(model: pm.Model, spec: Auto = Auto(), *, steps: int = defaults.STEP
     -------
     FitResult
         The rung that passed (its ``method`` is that rung's: ``"laplace"``,
-        ``"fullrank_advi"``, ``"lowrank_advi"``), or, where none did, the one
+        ``"fullrank_advi"``, ``"lowrank_advi"``, ``"flow"``), or, where none did, the one
         with the lowest k. ``config["auto"]`` holds ``path`` (a dict per rung
         run: ``rung``, ``method``, ``q_pareto_k``, ``q_pareto_k_halves``,
         ``elbo``, ``seconds``, ``passed``, and for the centring rung each
@@ -174,6 +177,13 @@ def fit_auto(model: pm.Model, spec: Auto = Auto(), *, steps: int = defaults.STEP
             try:
                 if rung == "laplace":
                     result = laplace = fit_laplace(model, steps=steps, random_seed=random_seed)
+                elif rung == "flow":  # on the Gaussian rung's q, of the model as written
+                    from bnn_zoo.inference.advi import fit
+
+                    gaussian = next((f for f, e in zip(fits, path) if e["rung"] == "gaussian" and f is not None),
+                                    None)
+                    result = fit(model, method="flow", init=gaussian, steps=steps, random_seed=random_seed,
+                                 progressbar=progressbar)
                 else:
                     result = _gaussian(model, laplace, steps, random_seed, progressbar, rung == "centring")
             except NonFiniteLossError as err:  # a rung that fails is a step of the path, not the end of it

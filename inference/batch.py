@@ -28,7 +28,7 @@ import optax
 import pymc as pm
 
 from bnn_zoo.inference import core, defaults, methods, optim
-from bnn_zoo.inference.advi import refuse_renamed
+from bnn_zoo.inference.renamed import refuse_renamed
 from bnn_zoo.inference.engine import CHUNK, steps_per_epoch
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
 from bnn_zoo.inference.minibatch import minibatch_plan
@@ -346,6 +346,9 @@ def fit_many(models: Sequence[pm.Model], *, method="advi", steps: int = defaults
     if getattr(method, "centring", False):
         raise ValueError("fit_many does not fit learned centring (each fit's rewritten model has lambdas of its "
                          "own): fit each with bnn_zoo.fit(model, method=...(centring=True))")
+    if methods.resolve(method)[0].name == "flow":
+        raise ValueError("fit_many does not fit flows (each starts from a Gaussian fit of its own): fit each "
+                         "with bnn_zoo.fit(model, method='flow'), or fit_many a Gaussian family")
     points = [m.initial_point() for m in models]
     layouts = [Layout.of(m, p) for m, p in zip(models, points)]
     density = compile_model(models[0], layouts[0])

@@ -19,7 +19,6 @@ import numpy as np
 import pymc as pm
 from jax.extend import core as jax_core
 
-from bnn_zoo.inference import gaussians
 from bnn_zoo.inference.engine import cheap
 from bnn_zoo.inference.jaxmodel import ModelFunction
 from bnn_zoo.inference.result import FitResult
@@ -195,12 +194,11 @@ def draw_z(fits, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     if not (isinstance(n, (int, np.integer)) and n >= len(fits)):
         raise ValueError(f"need an integer number of draws >= the number of fits ({len(fits)}), got {n!r}")
     rng = np.random.default_rng(seed)
-    qs = [f.family.mean_and_factor(f.params) for f in fits]
     if len(fits) == 1:
-        return gaussians.sample(*qs[0], n, rng)
+        return fits[0].family.sample(fits[0].params, n, rng)
     sizes = np.array([len(part) for part in np.array_split(np.arange(n), len(fits))])
-    z = np.concatenate([gaussians.sample(mu, factor, k, rng)[0] for (mu, factor), k in zip(qs, sizes)])
-    log_qs = np.stack([gaussians.log_q(mu, factor, z) for mu, factor in qs]) + np.log(sizes / n)[:, None]
+    z = np.concatenate([f.family.sample(f.params, k, rng)[0] for f, k in zip(fits, sizes)])
+    log_qs = np.stack([f.family.log_q(f.params, z) for f in fits]) + np.log(sizes / n)[:, None]
     return z, np.logaddexp.reduce(log_qs, axis=0)
 
 

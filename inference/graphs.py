@@ -88,8 +88,8 @@ def with_data_inputs(model: pm.Model, outputs: list) -> tuple[list, list]:
         other shared variable (the lengths of the model's dims) by a constant.
     """
     containers = list(model.data_vars)
-    batch = [pt.tensor(name=f"{c.name}_batch", dtype=c.dtype, shape=(None, *c.type.shape[1:]))
-             for c in containers]
+    batch = [pt.tensor(name=f"{c.name}_batch", dtype=c.dtype, shape=(None, *c.type.shape[1:]) if c.type.ndim else ())
+             for c in containers]  # a scalar container (a scalar's learned-centring lambda) has no rows
     outputs = graph_replace(outputs, dict(zip(containers, batch)), strict=False)
     # As pymc.sampling.jax's helper does; importing that module would rewrite the
     # user's XLA_FLAGS (it forces 100 host devices).

@@ -86,20 +86,15 @@ def nuts(result, draws: int = 1000, *, tune: int = TUNE, chains: int = 4, target
     if not (isinstance(target_accept, float) and 0 < target_accept < 1):
         raise ValueError(f"nuts' target_accept must be a float in (0, 1), got {target_accept!r}")
     result = fit_list(result)[0]
-    model, density, layout = result.model, result.density, result.layout
+    model, density = result.model, result.density
     dtype = result.config.get("dtype", "float64")
     data = tuple(jnp.asarray(v.get_value()) for v in model.data_vars)
 
-    def potential(z):
-        prior, lik = density.log_density(layout.unflatten(z.astype(dtype)), *data)
-        return -(prior + lik)
-
-    mu, factor = result.family.mean_and_factor(result.params)
-    covariance = gaussians.covariance(factor)
-    rng = np.random.default_rng(random_seed)
-    starts = gaussians.sample(mu, factor, chains, rng)[0].astype(dtype)
-    kernel = NUTS(potential_fn=potential, inverse_mass_matrix=jnp.asarray(covariance, dtype), dense_mass=True,
-                  adapt_mass_matrix=False, target_accept_prob=target_accept)
+    log_p = density.flat_log_p(data, dtype)
+    covariance = gaussians.covariance(result.family.mean_and_factor(result.params)[1])
+    starts = result.family.sample(result.params, chains, np.random.default_rng(random_seed))[0].astype(dtype)
+    kernel = NUTS(potential_fn=lambda z: -log_p(z), inverse_mass_matrix=jnp.asarray(covariance, dtype),
+                  dense_mass=True, adapt_mass_matrix=False, target_accept_prob=target_accept)
     mcmc = MCMC(kernel, num_warmup=tune, num_samples=draws, num_chains=chains, chain_method="vectorized",
                 progress_bar=False)
     t0 = time.perf_counter()

@@ -229,6 +229,31 @@ class ModelFunction:
         out = self.fn(values, *data)
         return out[0], out[1]
 
+    def flat_log_p(self, data: tuple, dtype: str) -> Callable:
+        """``log p(z)``, prior and likelihood, of one flat vector ``z`` of unconstrained values on ``data``.
+
+        What the Laplace approximation climbs and NUTS samples.
+
+        Parameters
+        ----------
+        data : tuple of jax.Array
+            One array per data container.
+        dtype : str
+            The model's float dtype; ``z`` is cast to it.
+
+        Returns
+        -------
+        callable
+            ``log_p(z) -> jax.Array``, a scalar in ``dtype``.
+        """
+        unflatten = self.layout.unflatten
+
+        def log_p(z):
+            prior, lik = self.log_density(unflatten(z.astype(dtype)), *data)
+            return prior + lik
+
+        return log_p
+
     def select(self, outputs: tuple[str, ...]) -> Callable:
         """A function of the values and data that returns the named ``outputs``.
 

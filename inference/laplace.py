@@ -168,10 +168,7 @@ def fit_laplace(model: pm.Model, spec: Laplace = Laplace(), *, steps: int = 20_0
         density = compile_model(model, layout)
         data = tuple(jnp.asarray(v.get_value()) for v in model.data_vars)
 
-        def log_p(z):
-            prior, lik = density.log_density(layout.unflatten(z.astype(dtype)), *data)
-            return (prior + lik).astype("float64") if dtype == "float64" else prior + lik
-
+        log_p = density.flat_log_p(data, dtype)
         value_and_grad = jax.jit(jax.value_and_grad(lambda z: -log_p(z)))
 
         def objective(z):

@@ -20,15 +20,17 @@ import numpy as np
 
 from bnn_zoo.inference import defaults
 from bnn_zoo.inference.families import FAMILIES, Family, check_rank_setting, low_rank
+from bnn_zoo.inference.families.flow import flow
 
-__all__ = ["METHODS", "SINGLE", "WARM_STARTED", "FullRank", "LowRank", "MeanField", "resolve", "spec"]
+__all__ = ["METHODS", "SINGLE", "WARM_STARTED", "Flow", "FullRank", "LowRank", "MeanField", "resolve", "spec"]
 
 #: The methods that fit one q: the Gaussians fitted by ADVI, then the Laplace approximation
 #: (``bnn_zoo.fit`` alone; ``fit_many`` fits the ADVI families). What the experiments' ``--method`` takes.
 SINGLE = (*FAMILIES, "laplace")
-#: Every name ``bnn_zoo.fit``'s ``method`` takes: :data:`SINGLE`, then ``"auto"`` (the cheapest of them
-#: that passes its test, :mod:`~bnn_zoo.inference.auto`).
-METHODS = (*SINGLE, "auto")
+#: Every name ``bnn_zoo.fit``'s ``method`` takes: :data:`SINGLE`, then ``"flow"`` (a normalizing flow on a
+#: Gaussian fit, :mod:`~bnn_zoo.inference.families.flow`) and ``"auto"`` (the cheapest of them that passes
+#: its test, :mod:`~bnn_zoo.inference.auto`), both ``bnn_zoo.fit``'s alone.
+METHODS = (*SINGLE, "flow", "auto")
 #: The families ``bnn_zoo.fit`` starts from a mean-field fit when it is given no ``init``: from its
 #: own narrow start full-rank ADVI is slow and unstable (docs/user_guide/engine.md).
 WARM_STARTED = ("fullrank_advi",)
@@ -148,6 +150,51 @@ class LowRank:
         check_rank_setting(self.rank, "LowRank")
 
 
+@dataclass(frozen=True)
+class Flow:
+    """Normalizing-flow q, as ``bnn_zoo.fit``'s ``method`` (the same as ``"flow"``).
+
+    q is ``z = mu + A f(u)``: ``layers`` affine coupling layers ``f``
+    (RealNVP) on a Gaussian fit's factor ``A``, fixed, with a standard normal
+    or Student-t base ``u`` (:mod:`~bnn_zoo.inference.families.flow`). It
+    starts as exactly that Gaussian: ``init``'s, or without ``init`` a
+    Gaussian that ``fit`` makes first, full rank up to
+    :data:`~bnn_zoo.inference.defaults.AUTO_FULL_RANK_MAX` values and
+    mean-field above, in :data:`~bnn_zoo.inference.defaults.FLOW_START` of
+    the steps. The gradient is the path derivative (sticking the landing)
+    and the learning rate :data:`~bnn_zoo.inference.defaults.FLOW_LEARNING_RATE`,
+    unless ``fit`` is given its own. ``bnn_zoo.fit`` only, on the full data.
+
+    Parameters
+    ----------
+    layers : int, default bnn_zoo.inference.defaults.FLOW_LAYERS
+        Coupling layers.
+    hidden : int, default bnn_zoo.inference.defaults.FLOW_HIDDEN
+        Units of each of the two hidden layers of each coupling layer's network.
+    df : int, optional
+        ``None``: a standard-normal base; an integer: a multivariate
+        Student-t base of ``df`` degrees of freedom, for heavy tails.
+
+    Examples
+    --------
+    >>> import bnn_zoo
+    >>> bnn_zoo.Flow(df=5)
+    Flow(layers=10, hidden=32, df=5)
+    """
+
+    layers: int = defaults.FLOW_LAYERS
+    hidden: int = defaults.FLOW_HIDDEN
+    df: int | None = None
+    #: The method's name, as ``FitResult.method`` reports it.
+    name: ClassVar[str] = "flow"
+
+    def __post_init__(self):
+        for setting in ("layers", "hidden") + (() if self.df is None else ("df",)):
+            value = getattr(self, setting)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"Flow's {setting} must be a positive integer, got {value!r}")
+
+
 def _check_centring(spec) -> None:
     value = spec.centring
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
@@ -188,6 +235,10 @@ def resolve(method, laplace: bool = False) -> tuple[Family, float]:
     """
     if isinstance(method, LowRank):
         return low_rank(method.rank), float(method.init_std)
+    if method == "flow":
+        method = Flow()
+    if isinstance(method, Flow):
+        return flow(method.layers, method.hidden, method.df), float(defaults.INIT_STD)
     if isinstance(method, (MeanField, FullRank)):
         return FAMILIES[method.name], float(method.init_std)
     if isinstance(method, str) and method in FAMILIES:
@@ -196,7 +247,8 @@ def resolve(method, laplace: bool = False) -> tuple[Family, float]:
         if method == other or getattr(method, "name", None) == other:
             raise ValueError(f"method={other!r} is bnn_zoo.fit's alone: fit_many and the ADVI engine fit the "
                              f"families {', '.join(FAMILIES)}")
-    names, values = (METHODS, ", bnn_zoo.FullRank(...), bnn_zoo.Laplace(...) or bnn_zoo.Auto(...)") if laplace else (
+    names, values = (METHODS, ", bnn_zoo.FullRank(...), bnn_zoo.Flow(...), bnn_zoo.Laplace(...) or "
+                             "bnn_zoo.Auto(...)") if laplace else (
         tuple(FAMILIES), " or bnn_zoo.FullRank(...)")
     raise ValueError(f"unknown method {method!r}; valid: {', '.join(names)}, bnn_zoo.MeanField(...), "
                      f"bnn_zoo.LowRank(...){values} (docs/user_guide/families.md)")

@@ -197,8 +197,10 @@ class ELBOFunction:
             loc = layout.unflatten(params["mu"])
             scale = layout.unflatten(softplus(params["rho"]))
             loc, scale = [loc[i] for i in at], [scale[i] for i in at]
+        log_dets = 0.0
         for m, e in enumerate(eps):
             z, log_det = self.family.draw(params, e)
+            log_dets = log_dets + log_det
             values = layout.unflatten(z)
             prior, lik = self.density.log_density(values, *batch)
             if self.likelihood is not None:  # the prior from the draw, the likelihood per example
@@ -209,7 +211,8 @@ class ELBOFunction:
                 neg_log_q = neg_log_q - self.family.log_density(frozen, z)
         n = len(eps)
         log_lik, log_prior = log_lik / n, log_prior / n
-        h = entropy(log_det, params["mu"].shape[0])
+        # A Gaussian's entropy is exact from any draw's log_det; a flow's is each draw's -log q, averaged.
+        h = entropy(log_det if self.family.exact_entropy else log_dets / n, params["mu"].shape[0])
         # The gradient's entropy term: exact, or the path derivative (same value in expectation).
         h_grad = jax.lax.stop_gradient(h) + (neg_log_q / n - jax.lax.stop_gradient(neg_log_q / n)) \
             if self.path_derivative else h

@@ -17,7 +17,7 @@ import numpy as np
 import pymc as pm
 from xarray import DataTree
 
-from bnn_zoo.inference.advi import refuse_renamed
+from bnn_zoo.inference.renamed import refuse_renamed
 from bnn_zoo.inference.draws import map_draws
 from bnn_zoo.inference.jaxmodel import compile_predictive
 from bnn_zoo.inference.result import FitResult

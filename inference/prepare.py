@@ -296,6 +296,8 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
         if init is not None and family.name == init.family.name == families.FULL_RANK.name:
             # A dense q starts a dense q whole: its correlations are what a badly conditioned posterior needs.
             params = family.from_factor(mean.astype(dtype), factor.astype(dtype))
+        elif init is not None and family.name == "flow":  # a flow is put on its start's whole factor
+            params = family.from_factor(mean.astype(dtype), factor)
         else:
             params = family.init(mean.astype(dtype), sd)
         if centring is not None:  # each lambda's logit, from init's where it learned them, else lambda = 0.5

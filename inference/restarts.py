@@ -71,8 +71,8 @@ def fit_elbo(result: FitResult, draws: int = ELBO_DRAWS, seed: int = 0) -> tuple
     se : float
         Its Monte Carlo standard error.
     """
-    return q_elbo(result.density, result.family.mean_and_factor(result.params), model_data(result.model),
-                  draws, seed)
+    z, log_q = result.family.sample(result.params, draws, np.random.default_rng(seed))
+    return _elbo_of(result.density, z, log_q, model_data(result.model))
 
 
 def q_elbo(density: ModelFunction, q: tuple[np.ndarray, np.ndarray], data: Sequence[np.ndarray],
@@ -101,6 +101,9 @@ def q_elbo(density: ModelFunction, q: tuple[np.ndarray, np.ndarray], data: Seque
     se : float
         Its Monte Carlo standard error.
     """
-    z, log_q = gaussians.sample(*q, draws, np.random.default_rng(seed))
+    return _elbo_of(density, *gaussians.sample(*q, draws, np.random.default_rng(seed)), data)
+
+
+def _elbo_of(density, z, log_q, data) -> tuple[float, float]:
     ratio = evaluate_draws(density, z, data, ("logp",))["logp"].astype("float64") - log_q
     return float(ratio.mean()), float(ratio.std(ddof=1) / np.sqrt(len(ratio)))

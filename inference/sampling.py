@@ -22,7 +22,7 @@ from pymc.backends.arviz import find_constants, find_observations
 from xarray import DataTree
 
 from bnn_zoo.inference import qcheck
-from bnn_zoo.inference.advi import refuse_renamed
+from bnn_zoo.inference.renamed import refuse_renamed
 from bnn_zoo.inference.draws import draw_z, evaluate_draws, evaluate_z, fit_list, model_data
 from bnn_zoo.inference.jaxmodel import ModelFunction
 from bnn_zoo.inference.result import FitResult

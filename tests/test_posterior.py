@@ -380,10 +380,10 @@ def test_an_unknown_method_lists_every_method_fit_takes():
     x = np.random.default_rng(0).normal(size=20)
     with pm.Model() as model:
         pm.Normal("y", pm.Normal("b", 0, 1), 1, observed=x)
-    with pytest.raises(ValueError, match=r"valid: advi, lowrank_advi, fullrank_advi, laplace, auto, .*bnn_zoo.Laplace\(\.\.\.\) or "
-                                         r"bnn_zoo\.Auto\(\.\.\.\)"):
+    with pytest.raises(ValueError, match=r"valid: advi, lowrank_advi, fullrank_advi, laplace, flow, auto, .*bnn_zoo.Flow"
+                                         r"\(\.\.\.\), bnn_zoo.Laplace\(\.\.\.\) or bnn_zoo\.Auto\(\.\.\.\)"):
         bnn_zoo.fit(model, method="nope")
-    assert bnn_zoo.METHODS == ("advi", "lowrank_advi", "fullrank_advi", "laplace", "auto")
+    assert bnn_zoo.METHODS == ("advi", "lowrank_advi", "fullrank_advi", "laplace", "flow", "auto")
     with pytest.raises(ValueError, match=r"valid: advi, lowrank_advi, fullrank_advi, bnn_zoo.MeanField\(\.\.\.\), "
                        r"bnn_zoo.LowRank\(\.\.\.\) or bnn_zoo.FullRank\(\.\.\.\) "):
         bnn_zoo.fit_many([model], method="nope")  # fit_many takes no Laplace, and does not list it

@@ -21,7 +21,10 @@ One file per family, as blackjax's ``vi/`` keeps them:
 :mod:`~bnn_zoo.inference.families.fullrank`, each a :class:`Family`
 (:mod:`~bnn_zoo.inference.families.base`, with what they share), and learned
 centring, the reparameterisation any of them can fit on top
-(:mod:`~bnn_zoo.inference.families.centring`). This package names them:
+(:mod:`~bnn_zoo.inference.families.centring`). Beside the Gaussians,
+:mod:`~bnn_zoo.inference.families.flow` makes a normalizing flow on one
+(``method="flow"``, not in :data:`FAMILIES`: ``fit`` alone fits it, on a
+Gaussian fit). This package names them:
 :data:`FAMILIES`, :func:`get`.
 """
 

@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bnn_zoo.inference import gaussians
+
 __all__ = ["Family", "check_rank_setting", "default_rank", "entropy", "inverse_softplus", "normal_log_density",
            "resolve_rank", "softplus"]
 
@@ -117,6 +119,15 @@ class Family:
     to_pymc : callable
         ``to_pymc(params) -> dict``: the parameters of the ``pymc``
         approximation.
+    sampler : callable, optional
+        ``sampler(params, n, rng) -> (z, log_q)`` in NumPy, for a family
+        that is not a Gaussian (default: a Gaussian's, from ``factor``).
+    log_q_fn : callable, optional
+        ``log_q_fn(params, z) -> log q(z)`` in NumPy, likewise.
+    exact_entropy : bool, default True
+        Whether ``draw``'s ``log_det`` gives q's entropy exactly (a
+        Gaussian's); ``False``: each draw's ``log_det`` makes that draw's
+        ``-log q(z)``, and the objective averages them.
     """
 
     name: str
@@ -128,6 +139,51 @@ class Family:
     from_factor: Callable[[np.ndarray, object], dict]
     noise_size: Callable[[dict], int] = lambda params: params["mu"].shape[0]
     to_pymc: Callable[[dict], dict] = lambda params: dict(params)
+    sampler: Callable | None = None
+    log_q_fn: Callable | None = None
+    exact_entropy: bool = True
+
+    def sample(self, params: dict, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """``n`` draws of q in float64 NumPy, with ``log q`` at each.
+
+        Parameters
+        ----------
+        params : dict of str to array_like
+            The family's parameters.
+        n : int
+            The number of draws.
+        rng : numpy.random.Generator
+            Seeds the draws.
+
+        Returns
+        -------
+        z : numpy.ndarray
+            ``(n, dim)``.
+        log_q : numpy.ndarray
+            ``(n,)``.
+        """
+        if self.sampler is not None:
+            return self.sampler(params, n, rng)
+        return gaussians.sample(*self.mean_and_factor(params), n, rng)
+
+    def log_q(self, params: dict, z: np.ndarray) -> np.ndarray:
+        """``log q(z)`` of each row of ``z``, in float64 NumPy.
+
+        Parameters
+        ----------
+        params : dict of str to array_like
+            The family's parameters.
+        z : numpy.ndarray
+            ``(n, dim)`` unconstrained values.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(n,)``.
+        """
+        if self.log_q_fn is not None:
+            return self.log_q_fn(params, z)
+        return gaussians.log_q(*self.mean_and_factor(params), z)
 
     def mean_and_factor(self, params: dict) -> tuple:
         """q's mean and factor in float64 NumPy.

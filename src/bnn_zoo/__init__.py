@@ -3,19 +3,21 @@
 The library in six names::
 
     import bnn_zoo
-    result = bnn_zoo.fit(model)                        # any PyMC model; mean-field, low/full rank, Laplace, auto
+    result = bnn_zoo.fit(model)                        # any PyMC model; mean-field, low/full rank, Laplace, flow, auto
     results = bnn_zoo.fit_many([model], restarts=6)    # many fits at once; the best restart runs on
     idata = bnn_zoo.sample(result, 1000)               # ArviZ DataTree; attrs["q_pareto_k"]: did VI work?
     pred = bnn_zoo.predict(result, {"x": x_new})       # posterior predictive on new data
     elpd = bnn_zoo.loo(idata)                          # PSIS-LOO for the approximate posterior
 
 The settings that are values: :class:`ELBO` (the objective), :class:`Checkpoint`,
-:class:`MeanField`, :class:`LowRank`, :class:`FullRank`, :class:`Laplace` and :class:`Auto`
+:class:`MeanField`, :class:`LowRank`, :class:`FullRank`, :class:`Flow`, :class:`Laplace` and
+:class:`Auto`
 (``fit``'s ``method`` with its settings). Besides these: :func:`precision` (build a model in
 float32), :class:`FitResult` (what ``fit`` returns), :func:`reweighted` (the PSIS-reweighted
 posterior means and sds), :func:`path_table` (the rungs a ``method="auto"`` fit climbed),
 :func:`nuts` (NUTS preconditioned by a fitted q), ``METHODS`` (every name ``fit``'s ``method``
-takes: ``"advi"``, ``"lowrank_advi"``, ``"fullrank_advi"``, ``"laplace"`` and ``"auto"``),
+takes: ``"advi"``, ``"lowrank_advi"``, ``"fullrank_advi"``, ``"laplace"``, ``"flow"`` and
+``"auto"``),
 and what a fit raises or warns:
 :class:`NonFiniteLossError`, :class:`CheckpointError` and :class:`ConvergenceWarning`.
 These names load the engine (PyMC, JAX, ArviZ) when first used, not on
@@ -29,13 +31,13 @@ Subpackages: ``bnn_zoo.models`` (priors and BNN builders), ``bnn_zoo.inference``
 from typing import TYPE_CHECKING
 
 __all__ = ["ELBO", "METHODS", "Auto", "Checkpoint", "CheckpointError", "ConvergenceWarning", "FitResult",
-           "FullRank", "Laplace", "LowRank", "MeanField", "NonFiniteLossError", "fit", "fit_many", "loo", "nuts",
+           "Flow", "FullRank", "Laplace", "LowRank", "MeanField", "NonFiniteLossError", "fit", "fit_many", "loo", "nuts",
            "path_table", "precision", "predict", "reweighted", "sample"]
 __version__ = "0.2.0"
 
 if TYPE_CHECKING:
     from bnn_zoo.inference import (ELBO, METHODS, Auto, Checkpoint, CheckpointError, ConvergenceWarning,
-                                   FitResult, FullRank, Laplace, LowRank, MeanField, NonFiniteLossError, fit,
+                                   FitResult, Flow, FullRank, Laplace, LowRank, MeanField, NonFiniteLossError, fit,
                                    fit_many, loo, nuts, path_table, precision, predict, reweighted, sample)
 
 
