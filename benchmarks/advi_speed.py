@@ -185,6 +185,29 @@ def numpyro_svi(model: str, X, y, n: int):
     return step, state
 
 
+def interleaved(runners: dict, warmup: int, per_block: int, blocks: int, prog: str) -> tuple[dict, dict]:
+    """Time each ``run(first_step, steps) -> last loss`` in interleaved blocks, after a warm-up that compiles.
+
+    Returns each runner's warm-up seconds and its ms per step in each block; exits with one line when a
+    loss is not finite.
+    """
+    setup = {}
+    for name, run in runners.items():  # compile and warm up
+        t0 = time.perf_counter()
+        run(0, warmup)
+        setup[name] = time.perf_counter() - t0
+    timings = {name: [] for name in runners}
+    for block in range(blocks):  # each runs a block in turn, so that all see the same machine state
+        start = warmup + block * per_block
+        for name, run in runners.items():
+            t0 = time.perf_counter()
+            last = run(start, per_block)
+            timings[name].append(1e3 * (time.perf_counter() - t0) / per_block)
+            if not np.isfinite(last):
+                sys.exit(f"{prog}: error: {name}'s loss is {last}")
+    return setup, timings
+
+
 def zoo_model(model: str, X, y, total_size: int):
     if model == "mlp400":
         return mlp_classifier(X.reshape(len(X), -1), y, hidden=(400, 400), n_classes=10,
@@ -265,19 +288,8 @@ def main(argv=None) -> int:
 
     runners = {"engine": run_engine, "pymc_fit": run_pymc, "numpyro": run_numpyro,
                "handwritten_bbb": run_bbb, "deterministic": run_det}
-    for name, run in runners.items():  # compile and warm up
-        t0 = time.perf_counter()
-        run(0, warmup)
-        setup[name] = time.perf_counter() - t0
-    timings = {name: [] for name in runners}
-    for block in range(args.blocks):
-        start = warmup + block * per_block
-        for name, run in runners.items():
-            t0 = time.perf_counter()
-            last = run(start, per_block)
-            timings[name].append(1e3 * (time.perf_counter() - t0) / per_block)
-            if not np.isfinite(last):
-                sys.exit(f"python -m benchmarks.advi_speed: error: {name} loss is {last}")
+    compiled, timings = interleaved(runners, warmup, per_block, args.blocks, p.prog)
+    setup.update(compiled)
     ms = {name: float(np.median(t)) for name, t in timings.items()}
     # Each block's engine time over the deterministic time of the same round: the machine's
     # drift within a run moves both, so their median ratio varies less.

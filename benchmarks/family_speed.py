@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import platform
 import sys
-import time
 import warnings
 
 import jax
@@ -44,6 +43,8 @@ from bnn_zoo.inference import noise
 from bnn_zoo.inference.families import FULL_RANK, softplus
 from bnn_zoo.inference.io import write_json
 from bnn_zoo.inference.prepare import prepare
+
+from benchmarks.advi_speed import interleaved
 
 SEED, LR, HIDDEN, N = 0, 1e-3, 25, 500
 DIM = 2 * HIDDEN + HIDDEN + HIDDEN * HIDDEN + HIDDEN + HIDDEN + 1  # 751
@@ -179,20 +180,7 @@ def main(argv=None) -> int:
     order = ["mean-field engine", "AutoNormal", "full-rank engine", "full-rank handwritten", "AutoMultivariateNormal",
              "flow engine", "flow engine (no path derivative)", "AutoIAFNormal"]
     runners = {name: engine_runner(engines[name]) if name in engines else step_runner(name) for name in order}
-    setup_s = {}
-    for name, run in runners.items():
-        t0 = time.perf_counter()
-        run(0, warmup)
-        setup_s[name] = time.perf_counter() - t0
-    timings = {name: [] for name in runners}
-    for block in range(args.blocks):
-        first = warmup + block * per_block
-        for name, run in runners.items():
-            t0 = time.perf_counter()
-            last = run(first, per_block)
-            timings[name].append(1e3 * (time.perf_counter() - t0) / per_block)
-            if not np.isfinite(last):
-                sys.exit(f"python -m benchmarks.family_speed: error: {name}'s loss is {last}")
+    setup_s, timings = interleaved(runners, warmup, per_block, args.blocks, p.prog)
     ms = {name: float(np.median(t)) for name, t in timings.items()}
     ratios = {"mean-field engine / AutoNormal": ms["mean-field engine"] / ms["AutoNormal"],
               "full-rank engine / AutoMultivariateNormal": ms["full-rank engine"] / ms["AutoMultivariateNormal"],

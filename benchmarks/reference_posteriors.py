@@ -447,7 +447,7 @@ def markdown(rows: list[dict]) -> str:
     """Two tables: each model's reference, and each model and method's time and errors."""
     out = ["| model | reference | r-hat | divergences | healthy | close to Gaussian |",
            "| --- | --- | ---: | ---: | --- | --- |"]
-    for r in {r["model"]: r for r in rows}.values():
+    for r in {r["model"]: r for r in rows if "reference" in r}.values():  # a process stopped has none
         out.append(f"| {r['model']} | {r['reference']} | {r['reference_rhat']:.3f} | {r['reference_divergences']} "
                    f"| {'yes' if r['reference_healthy'] else 'no'} | {r['close_to_gaussian']} |")
     out += ["", "| model | method | seconds | largest mean error (ref. sd) | sd / ref. sd | Pareto k | note |",
