@@ -66,7 +66,7 @@ class Batch:
         from bnn_zoo.data.toy import Split
         from bnn_zoo.inference import families, methods
         from bnn_zoo.inference.batch import run_stacked
-        from bnn_zoo.inference.prepare import initial_mean
+        from bnn_zoo.inference.starts import initial_mean
         from bnn_zoo.inference.jaxmodel import Layout, compile_model
 
         cfg0 = cfgs[0]

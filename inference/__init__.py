@@ -15,7 +15,8 @@ The public API re-exported at :mod:`bnn_zoo`'s root comes from here. The modules
   (optimizers with a description);
 - what a fit builds and runs: :mod:`~bnn_zoo.inference.families` (the Gaussians q as JAX
   functions), :mod:`~bnn_zoo.inference.gaussians` (a fitted q in NumPy),
-  :mod:`~bnn_zoo.inference.prepare` (before the first step),
+  :mod:`~bnn_zoo.inference.prepare` (before the first step), :mod:`~bnn_zoo.inference.starts`
+  (where q starts),
   :mod:`~bnn_zoo.inference.minibatch` (``pm.Minibatch`` models and the cut containers),
   :mod:`~bnn_zoo.inference.jaxmodel` (a PyMC model as JAX functions),
   :mod:`~bnn_zoo.inference.graphs` (PyTensor graphs to JAX), :mod:`~bnn_zoo.inference.core`

@@ -338,8 +338,9 @@ def _flow(model, method, *, steps, optimizer, objective, init, checkpoint, **set
         gaussian = "fullrank_advi" if dim <= defaults.AUTO_FULL_RANK_MAX else "advi"
         with warnings.catch_warnings():  # the start is not the result
             warnings.simplefilter("ignore", ConvergenceWarning)
-            init = fit(model, method=gaussian, steps=start_steps, random_seed=settings["random_seed"],
-                       progressbar=settings["progressbar"])
+            init = fit(model, method=gaussian, steps=start_steps, objective=dataclasses.replace(
+                objective, path_derivative=None), random_seed=settings["random_seed"],
+                progressbar=settings["progressbar"])
     if optimizer is None:
         optimizer = optim.make(defaults.OPTIMIZER, defaults.FLOW_LEARNING_RATE, steps - start_steps)
     if objective.path_derivative is None:

@@ -32,7 +32,8 @@ from xarray import DataTree
 
 from bnn_zoo.inference import iterates, optim
 from bnn_zoo.inference.minibatch import minibatch_plan
-from bnn_zoo.inference.prepare import initial_mean, model_dtype
+from bnn_zoo.inference.prepare import model_dtype
+from bnn_zoo.inference.starts import initial_mean
 from bnn_zoo.inference.engine import Runner, compile_loops
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
 from bnn_zoo.inference.sampling import draws_posterior
@@ -120,7 +121,7 @@ def map_point(model: pm.Model, *, steps: int = 10_000, lr: float = 0.01, batch_s
     batch_size : int, optional
         Minibatch rows; default all.
     seed : int, default 0
-        Seeds the initial point (:func:`~bnn_zoo.inference.prepare.initial_mean`)
+        Seeds the initial point (:func:`~bnn_zoo.inference.starts.initial_mean`)
         and the minibatches.
 
     Returns

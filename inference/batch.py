@@ -33,7 +33,8 @@ from bnn_zoo.inference.engine import CHUNK, steps_per_epoch
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
 from bnn_zoo.inference.minibatch import minibatch_plan
 from bnn_zoo.inference.objective import ELBO, kl_schedule
-from bnn_zoo.inference.prepare import check_settings, compiled_steps, given_initvals, initial_mean, model_dtype
+from bnn_zoo.inference.prepare import check_settings, compiled_steps, model_dtype
+from bnn_zoo.inference.starts import given_initvals, initial_mean
 from bnn_zoo.inference.result import FitResult, warn_unless_converged
 
 __all__ = ["PICK_WINDOW", "Stacked", "draws_mean", "fit_many", "pick_rows", "pick_step", "posterior_mean", "run_stacked"]
@@ -151,7 +152,7 @@ def run_stacked(model: pm.Model, density: ModelFunction, means: np.ndarray, data
         ``model`` compiled (:func:`~bnn_zoo.inference.jaxmodel.compile_model`).
     means : numpy.ndarray
         ``(rows, dim)``: each row's initial mean
-        (:func:`~bnn_zoo.inference.prepare.initial_mean`).
+        (:func:`~bnn_zoo.inference.starts.initial_mean`).
     data : sequence of numpy.ndarray
         One array per data container of ``model``, with the rows on a
         leading axis.
@@ -210,7 +211,8 @@ def run_stacked(model: pm.Model, density: ModelFunction, means: np.ndarray, data
     keys = jax.vmap(jax.random.key)(jnp.asarray(seeds))
     loop = compiled_steps(density, family, optimizer, objective, sliced=sliced, n=n, batch_size=batch_size,
                           dtype=dtype, kl_weight=kl_weight, kl_key=kl_key, average_from=average_from,
-                          model=model, shapes=tuple((d.shape[1:], str(d.dtype)) for d in data))["batched_loop"]
+                          model=model, shapes=tuple((d.shape[1:], str(d.dtype)) for d in data),
+                          params=init[0])["batched_loop"]
     traces, first_chunk, picked, scores = [], None, None, None
 
     def pick(state, keys, data):
@@ -248,7 +250,7 @@ def run_stacked(model: pm.Model, density: ModelFunction, means: np.ndarray, data
 def fit_many(models: Sequence[pm.Model], *, method="advi", steps: int = defaults.STEPS,
              optimizer: optax.GradientTransformation | None = None, objective: ELBO | None = None,
              batch_size: int | None = None, minibatch: Sequence[str] | None = None,
-             average: float = defaults.AVERAGE, random_seed: int | Sequence[int] = 0,
+             average: float | None = None, random_seed: int | Sequence[int] = 0,
              restarts: int = defaults.RESTARTS, pick_at: float = defaults.PICK_AT) -> list[FitResult]:
     """Fit every model of ``models`` at once, in one compiled program, with restarts.
 
@@ -289,8 +291,9 @@ def fit_many(models: Sequence[pm.Model], *, method="advi", steps: int = defaults
         Minibatch size; ``None`` for the full data.
     minibatch : sequence of str, optional
         The data containers cut into minibatches (default: all).
-    average : float, default bnn_zoo.inference.defaults.AVERAGE
-        Share of the final steps whose iterates are averaged.
+    average : float, optional
+        Share of the final steps whose iterates are averaged; default
+        :data:`~bnn_zoo.inference.defaults.AVERAGE` (as ``bnn_zoo.fit``'s).
     random_seed : int or sequence of int, default 0
         One seed per model, or an int ``s``: model ``i``'s restarts take
         seeds ``s + i * restarts`` onwards.
@@ -362,7 +365,7 @@ def fit_many(models: Sequence[pm.Model], *, method="advi", steps: int = defaults
             for j in range(len(models[0].data_vars))]
     out = run_stacked(models[0], density, means, data, [seed for _, seed in rows], method=method, steps=steps,
                       optimizer=optimizer, objective=objective, batch_size=batch_size, minibatch=minibatch,
-                      average=average, restarts=restarts, pick_at=pick_at)
+                      average=defaults.AVERAGE if average is None else average, restarts=restarts, pick_at=pick_at)
     # one row of ``out`` per model: its only fit, or the restart it kept
     family, timed, n = methods.resolve(method)[0], steps - CHUNK if steps > CHUNK else 0, len(models)
     results = []

@@ -47,7 +47,8 @@ from bnn_zoo.inference import families, gaussians
 from bnn_zoo.inference.modecheck import MODE_NATS, ModeCheck, flat_tolerance, mode_check
 from bnn_zoo.inference.jaxmodel import Layout, compile_model
 from bnn_zoo.inference.minibatch import unwrap as unwrap_minibatch
-from bnn_zoo.inference.prepare import check_steps, given_initvals, initial_mean, model_dtype
+from bnn_zoo.inference.prepare import check_steps, model_dtype
+from bnn_zoo.inference.starts import given_initvals, initial_mean
 from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLossError, warn_unless_converged
 
 __all__ = ["CURVATURES", "DENSE_MAX", "HUTCHINSON_PROBES", "NEWTON_STEPS", "Laplace", "LaplaceWarning", "fit_laplace"]

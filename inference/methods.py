@@ -22,7 +22,8 @@ from bnn_zoo.inference import defaults
 from bnn_zoo.inference.families import FAMILIES, Family, check_rank_setting, low_rank
 from bnn_zoo.inference.families.flow import flow
 
-__all__ = ["METHODS", "SINGLE", "WARM_STARTED", "Flow", "FullRank", "LowRank", "MeanField", "resolve", "spec"]
+__all__ = ["METHODS", "SINGLE", "WARM_STARTED", "Flow", "FullRank", "LowRank", "MeanField", "flow_settings", "resolve",
+           "spec"]
 
 #: The methods that fit one q: the Gaussians fitted by ADVI, then the Laplace approximation
 #: (``bnn_zoo.fit`` alone; ``fit_many`` fits the ADVI families). What the experiments' ``--method`` takes.
@@ -172,8 +173,9 @@ class Flow:
     hidden : int, default bnn_zoo.inference.defaults.FLOW_HIDDEN
         Units of each of the two hidden layers of each coupling layer's network.
     df : int, optional
-        ``None``: a standard-normal base; an integer: a multivariate
-        Student-t base of ``df`` degrees of freedom, for heavy tails.
+        ``None``: a standard-normal base; an integer of at least 3: a
+        multivariate Student-t base of ``df`` degrees of freedom, for heavy
+        tails.
 
     Examples
     --------
@@ -189,10 +191,31 @@ class Flow:
     name: ClassVar[str] = "flow"
 
     def __post_init__(self):
-        for setting in ("layers", "hidden") + (() if self.df is None else ("df",)):
+        for setting in ("layers", "hidden"):
             value = getattr(self, setting)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"Flow's {setting} must be a positive integer, got {value!r}")
+        if self.df is not None and (isinstance(self.df, bool) or not isinstance(self.df, (int, np.integer))
+                                    or self.df < 3):
+            raise ValueError(f"Flow's df must be None or an integer of at least 3 (below 3 q has no variance, "
+                             f"which its moments and bnn_zoo.nuts' mass matrix need), got {self.df!r}")
+
+
+def flow_settings(method) -> dict:
+    """A flow method's settings, as its result's ``config["flow"]`` records them.
+
+    Parameters
+    ----------
+    method : "flow" or Flow
+        The method.
+
+    Returns
+    -------
+    dict
+        ``layers``, ``hidden`` and ``df``.
+    """
+    spec = Flow() if method == "flow" else method
+    return {"layers": int(spec.layers), "hidden": int(spec.hidden), "df": None if spec.df is None else int(spec.df)}
 
 
 def _check_centring(spec) -> None:

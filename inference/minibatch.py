@@ -177,6 +177,10 @@ def minibatch_plan(model: pm.Model, minibatch, batch_size) -> tuple[tuple[bool, 
     if missing or not chosen or len(set(chosen)) < len(chosen):
         raise ValueError(f"minibatch must name distinct data containers of the model "
                          f"({', '.join(names) or 'none'}), got {list(chosen)}")
+    scalars = [c.name for c in containers if c.name in chosen and np.ndim(c.get_value()) == 0]
+    if scalars:
+        raise ValueError(f"minibatch: data container {scalars[0]!r} is a scalar, with no rows to cut; name the "
+                         f"containers to cut, minibatch=[...], without it")
     lengths = {c.name: c.get_value().shape[0] for c in containers if c.name in chosen}
     if len(set(lengths.values())) > 1:
         raise ValueError(f"minibatch containers differ in length: {lengths}; name the ones to cut")

@@ -24,13 +24,14 @@ import pymc as pm
 import pytensor
 
 from bnn_zoo.inference import checkpoint as ckpt
-from bnn_zoo.inference import core, defaults, estimators, families, gaussians, methods, objective, optim
+from bnn_zoo.inference import core, defaults, estimators, methods, objective, optim
 from bnn_zoo.inference.engine import Runner, compile_steps, steps_per_epoch
 from bnn_zoo.inference.families import Family
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
 from bnn_zoo.inference.minibatch import minibatch_plan
 from bnn_zoo.inference.objective import ELBO, kl_schedule
 from bnn_zoo.inference.result import FitResult
+from bnn_zoo.inference.starts import from_fit, given_initvals, initial_mean
 
 __all__ = ["MAX_STEPS", "Setup", "check_settings", "check_steps", "compiled_steps", "given_initvals", "initial_mean",
            "model_dtype", "precision", "prepare"]
@@ -110,66 +111,6 @@ def model_dtype(model: pm.Model) -> str:
         raise ValueError(f"model data is {sorted(data)} but its variables are {dtypes.pop()}: "
                          "build the whole model inside bnn_zoo.precision()")
     return dtypes.pop()
-
-
-def _fan_in(shape: tuple) -> int:
-    # Dense weights are (in, out) and conv kernels (kh, kw, in, out): the fan-in
-    # is the product of all but the last axis.
-    return int(np.prod(shape[:-1]))
-
-
-def given_initvals(model: pm.Model) -> frozenset:
-    """The value variables whose initial value the model sets (``initval=``), by name.
-
-    Parameters
-    ----------
-    model : pymc.Model
-        The model.
-
-    Returns
-    -------
-    frozenset of str
-        Their value variables' names (``sigma_log__`` for a transformed ``sigma``).
-    """
-    return frozenset(model.rvs_to_values[rv].name for rv, value in model.rvs_to_initial_values.items()
-                     if value is not None and rv in model.free_RVs)
-
-
-def initial_mean(layout: Layout, point: dict, seed: int, given: frozenset = frozenset()) -> np.ndarray:
-    """q's initial mean: the model's initial point, plus N(0, 1/fan_in) noise on every weight matrix.
-
-    Every value variable of two or more axes counts as a weight matrix
-    (dense ``(in, out)``, convolution ``(kh, kw, in, out)``); its fan-in is
-    the product of all but its last axis. Biases and scalars start at the
-    initial point (biases at 0, scales at the hyperprior's initial value).
-    The random weights break the symmetry between hidden units, which
-    all-zero means would keep identical. A variable whose initial value the
-    model gives (``initval=``, named in ``given``) starts exactly there.
-
-    Parameters
-    ----------
-    layout : Layout
-        The flat vector's layout (:meth:`Layout.of <bnn_zoo.inference.jaxmodel.Layout.of>`).
-    point : dict of str to numpy.ndarray
-        The model's initial point, ``model.initial_point()``.
-    seed : int
-        Seeds the noise; :func:`fit` passes its own ``seed``.
-    given : frozenset of str, default frozenset()
-        Value variables whose initial value the model gives
-        (:func:`given_initvals`): no noise on them.
-
-    Returns
-    -------
-    numpy.ndarray
-        The flat float64 mean, ``(layout.dim,)``.
-    """
-    rng = np.random.default_rng(seed)
-    mu = layout.flatten(point)
-    for name, slc, shape, _ in layout.slots:
-        if len(shape) >= 2 and name not in given:
-            mu[slc] += rng.normal(0.0, 1.0 / np.sqrt(_fan_in(shape)), size=shape).ravel()
-    return mu
-
 
 
 @dataclass
@@ -281,25 +222,10 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
         layout = Layout.of(model, point)
         density = compile_model(model, layout)
         if init is None:
-            mean, sd = initial_mean(layout, point, random_seed, given_initvals(model)), np.float64(init_std)
+            mean = initial_mean(layout, point, random_seed, given_initvals(model))
+            params = family.init(mean.astype(dtype), np.float64(init_std))
         else:
-            if not isinstance(init, FitResult):
-                raise ValueError(f"init must be a FitResult of this model (what bnn_zoo.fit returns), got {init!r}")
-            if [(n, s) for n, _, s, _ in init.layout.slots] != [(n, s) for n, _, s, _ in layout.slots]:
-                raise ValueError("init must be a fit of a model with the same variables and shapes")
-            if init.method == "laplace" and not init.convergence.converged:
-                raise ValueError("init is a Laplace fit that did not pass its test of the mode "
-                                 f"({init.convergence.describe()}): q's mean is not the posterior's mode, "
-                                 "so it is no start; fit without init, or fix what the test names first")
-            mean, factor = init.family.mean_and_factor(init.params)
-            sd = gaussians.marginal_sd(factor)
-        if init is not None and family.name == init.family.name == families.FULL_RANK.name:
-            # A dense q starts a dense q whole: its correlations are what a badly conditioned posterior needs.
-            params = family.from_factor(mean.astype(dtype), factor.astype(dtype))
-        elif init is not None and family.name == "flow":  # a flow is put on its start's whole factor
-            params = family.from_factor(mean.astype(dtype), factor)
-        else:
-            params = family.init(mean.astype(dtype), sd)
+            params = from_fit(family, init, layout, dtype)
         if centring is not None:  # each lambda's logit, from init's where it learned them, else lambda = 0.5
             given = None if init is None else init.params.get("centring")
             params["centring"] = np.zeros(centring.size) if given is None else np.asarray(given)
@@ -313,7 +239,8 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
             beta=objective.beta, kl_weighting=kl_key if isinstance(kl_key, str) else "custom",
             mc_samples=objective.mc_samples, estimator=objective.estimator, path_derivative=path_derivative,
             seed=random_seed, dtype=dtype, init_std=init_std if init is None else "from another fit",
-            average=average, **({} if centring is None else {"centring": list(centring.names)}))
+            average=average, **({} if centring is None else {"centring": list(centring.names)}),
+            **({"flow": methods.flow_settings(method)} if family.name == "flow" else {}))
         names = [v.name for v in model.data_vars]
         slots = () if centring is None else tuple(
             (names.index(c), shape) for c, shape in zip(centring.containers, centring.shapes))
@@ -322,7 +249,8 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
         steps_fns = compiled_steps(density, family, optimizer, objective, sliced=sliced, n=n,
                                    batch_size=batch_size, dtype=dtype, kl_weight=kl_weight, kl_key=kl_key,
                                    average_from=average_from, model=model,
-                                   shapes=tuple((d.shape, str(d.dtype)) for d in data), centring=slots)
+                                   shapes=tuple((d.shape, str(d.dtype)) for d in data), centring=slots,
+                                   params=params)
     return Setup(model=model, family=family, layout=layout, density=density, optimizer=optimizer,
                  state=state, runner=Runner(steps_fns, data, random_seed), settings=settings,
                  fingerprint=fingerprint, dtype=dtype, average_from=average_from)
@@ -390,7 +318,7 @@ def check_settings(*, family: Family, steps, objective: ELBO, average, optimizer
 
 def compiled_steps(density: ModelFunction, family: Family, optimizer, elbo: ELBO, *, sliced: tuple, n: int,
                    batch_size: int | None, dtype: str, kl_weight: Callable, kl_key, average_from: int | None,
-                   shapes: tuple, model: pm.Model, centring: tuple = ()) -> dict:
+                   shapes: tuple, model: pm.Model, centring: tuple = (), params: dict | None = None) -> dict:
     """The engine's compiled runners for one objective, optimizer and data shape, built once.
 
     Kept in ``density.jitted``, so that a fit alone and
@@ -427,6 +355,9 @@ def compiled_steps(density: ModelFunction, family: Family, optimizer, elbo: ELBO
     centring : tuple, default ()
         Learned centring's ``(data index, shape)`` of each ``lambda`` container
         (:attr:`~bnn_zoo.inference.objective.ELBOFunction.centring`).
+    params : dict, optional
+        One fit's parameters: their shapes tell apart families of one name
+        and other sizes (a rank, a flow's layers).
 
     Returns
     -------
@@ -435,7 +366,8 @@ def compiled_steps(density: ModelFunction, family: Family, optimizer, elbo: ELBO
     """
     path_derivative = bool(elbo.path_derivative)
     key = ("fit", family.name, optim.key(optimizer), sliced, batch_size, elbo.beta, elbo.mc_samples, dtype,
-           kl_key, path_derivative, average_from, shapes, elbo.estimator, centring)
+           kl_key, path_derivative, average_from, shapes, elbo.estimator, centring,
+           tuple((k, np.shape(v)) for k, v in sorted((params or {}).items())))
     if key not in density.jitted:
         likelihood = None if elbo.estimator == "weights" else estimators.compile_likelihood(
             model, density.layout, elbo.estimator)

@@ -53,13 +53,15 @@ K_GOOD = 0.5
 #: Above this, :func:`bnn_zoo.sample` warns: the reweighted estimates are not reliable either.
 K_WARN = 0.7
 #: What to try next, after each method: a richer family, then learned centring (a hierarchy written
-#: centred, fitted between its two forms: docs/user_guide/own_model.md), then NUTS preconditioned by q;
+#: centred, fitted between its two forms: docs/user_guide/own_model.md), then a flow, then NUTS
+#: preconditioned by q;
 #: ``method='auto'`` climbs these itself.
 NEXT = {"advi": "method='lowrank_advi' or 'fullrank_advi' (or method='auto')",
         "lowrank_advi": "method='fullrank_advi' (or method='auto')",
         "fullrank_advi": "method=bnn_zoo.FullRank(centring=True), which learns the model's other "
                          "parameterisation (write a hierarchy centred, x ~ Normal(mu, tau)), or "
-                         "bnn_zoo.nuts(result)",
+                         "method='flow', or bnn_zoo.nuts(result)",
+        "flow": "bnn_zoo.nuts(result), NUTS with q's covariance as its mass matrix",
         "laplace": "method='fullrank_advi' (or method='auto')"}
 
 

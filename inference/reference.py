@@ -22,7 +22,8 @@ from pymc.pytensorf import resolve_backend_compile_kwargs
 from pymc.variational import updates
 
 from bnn_zoo.inference import families
-from bnn_zoo.inference.prepare import initial_mean, model_dtype
+from bnn_zoo.inference.prepare import model_dtype
+from bnn_zoo.inference.starts import initial_mean
 from bnn_zoo.inference.result import FitResult, NonFiniteLossError
 from bnn_zoo.inference.jaxmodel import Layout, compile_model
 

@@ -196,7 +196,7 @@ class FitResult:
 
     @property
     def method(self) -> str:
-        """The method that made q: ``"advi"``, ``"lowrank_advi"``, ``"fullrank_advi"`` or ``"laplace"``."""
+        """The method that made q: ``"advi"``, ``"lowrank_advi"``, ``"fullrank_advi"``, ``"flow"`` or ``"laplace"``."""
         return self.config.get("method", self.family.name)
 
     @property

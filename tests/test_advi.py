@@ -10,7 +10,7 @@ import bnn_zoo
 from bnn_zoo import NonFiniteLossError, precision
 from bnn_zoo.inference import reference
 from bnn_zoo import ConvergenceWarning
-from bnn_zoo.inference.prepare import initial_mean
+from bnn_zoo.inference.starts import initial_mean
 from bnn_zoo.inference.jaxmodel import Layout
 from bnn_zoo.inference.draws import draw_z
 from bnn_zoo.models import linear_regression, mlp_classifier

@@ -104,3 +104,21 @@ def test_a_model_with_initial_values_is_rewritten_and_keeps_them():
     assert c.names == ("x",) and float(new.rvs_to_initial_values[new["mu"]]) == 0.5
     assert float(model.rvs_to_initial_values[model["mu"]]) == 0.5  # the model given keeps its own
     assert new.initial_point()["mu"] == 0.5
+
+
+def test_a_scalar_variable_gets_a_scalar_lambda_and_a_scalar_container_is_never_cut():
+    """b ~ Normal(a**2, 0.5) is a scalar candidate: its lambda lives in a scalar data container, which compiles,
+    and which a minibatch cannot cut."""
+    with pm.Model() as model:
+        a = pm.Normal("a", 0, 1)
+        pm.Normal("b", a**2, 0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = bnn_zoo.fit(model, method=bnn_zoo.FullRank(centring=True), steps=2_000, progressbar=False)
+    assert np.ndim(result.config["centring"]["b"]) == 0 or len(result.config["centring"]["b"]) == 1
+    with pm.Model() as scalar:
+        x = pm.Data("x", np.arange(10.0))
+        scale = pm.Data("scale", 2.0)
+        pm.Normal("y", pm.Normal("m", 0, 1) * x, scale, observed=np.arange(10.0), shape=x.shape)
+    with pytest.raises(ValueError, match="data container 'scale' is a scalar, with no rows to cut"):
+        bnn_zoo.fit(scalar, batch_size=5, steps=10, progressbar=False)

@@ -13,7 +13,7 @@ from scipy import stats
 import bnn_zoo
 from bnn_zoo.data import toy
 from bnn_zoo.inference import core, engine, families, graphs, jaxmodel, noise, objective, optim, reference
-from bnn_zoo.inference.prepare import initial_mean
+from bnn_zoo.inference.starts import initial_mean
 from bnn_zoo.inference.engine import batch_indices
 from bnn_zoo.inference.families import softplus
 from bnn_zoo.inference.draws import draw_z, evaluate_z

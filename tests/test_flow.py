@@ -116,7 +116,8 @@ def test_a_flow_checkpoints_and_resumes(tmp_path):
 
 @pytest.mark.parametrize("call, message", [
     (lambda m: bnn_zoo.Flow(layers=0), "Flow's layers must be a positive integer, got 0"),
-    (lambda m: bnn_zoo.Flow(df=2.5), "Flow's df must be a positive integer, got 2.5"),
+    (lambda m: bnn_zoo.Flow(df=2.5), "Flow's df must be None or an integer of at least 3 .*, got 2.5"),
+    (lambda m: bnn_zoo.Flow(df=2), "below 3 q has no variance"),
     (lambda m: bnn_zoo.fit_many([m], method="flow", steps=10), "fit_many does not fit flows"),
     (lambda m: bnn_zoo.fit(m, method="flow", checkpoint=bnn_zoo.Checkpoint("x.nc")), "cannot checkpoint"),
     (lambda m: bnn_zoo.fit(m, method="flow", steps=2), "leave no flow steps"),
@@ -156,3 +157,29 @@ def test_a_flow_predicts_and_hands_off_to_nuts():
     assert y.mean(axis=0) == pytest.approx([-2.0, 0.0, 2.0], abs=0.3)
     tree = bnn_zoo.nuts(result, 300, tune=200, chains=2)
     assert float(tree["posterior"]["slope"].mean()) == pytest.approx(float(y[:, 2].mean() - y[:, 1].mean()), abs=0.2)
+
+
+def test_a_flow_records_its_settings_and_continues_only_a_flow_of_its_size(tmp_path):
+    from bnn_zoo.inference.prepare import prepare
+
+    model = _banana()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        start = bnn_zoo.fit(model, method="fullrank_advi", steps=1_000, progressbar=False)
+        small = bnn_zoo.fit(model, method=bnn_zoo.Flow(layers=4, hidden=8, df=5), init=start, steps=200,
+                            progressbar=False)
+    assert small.config["flow"] == {"layers": 4, "hidden": 8, "df": 5} and small.config["start"] == "fullrank_advi"
+    again = prepare(model, method=bnn_zoo.Flow(layers=4, hidden=8, df=5), init=small, steps=10)
+    for key in small.params:  # a flow continues from its own layers, not from its moments
+        np.testing.assert_array_equal(np.asarray(again.state.params[key]), small.params[key])
+    with pytest.raises(ValueError, match="init is a flow of other layers or hidden units"):
+        prepare(model, method="flow", init=small, steps=10)
+    # The base is part of what a checkpoint is of: a normal base's does not resume under a Student-t one.
+    path = tmp_path / "flow.nc"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bnn_zoo.fit(model, method=bnn_zoo.Flow(layers=4, hidden=8), init=start, steps=100,
+                    checkpoint=bnn_zoo.Checkpoint(path, every=50), progressbar=False)
+    with pytest.raises(bnn_zoo.CheckpointError):
+        bnn_zoo.fit(model, method=bnn_zoo.Flow(layers=4, hidden=8, df=5), init=start, steps=200,
+                    checkpoint=bnn_zoo.Checkpoint(path, resume=True), progressbar=False)

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 import numpy as np
 import pymc as pm
 import pytensor
-import pytensor.tensor as pt
 from pymc.model.fgraph import ModelFreeRV, fgraph_from_model, model_deterministic, model_free_rv, model_from_fgraph
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random import basic as rv_ops

@@ -139,10 +139,13 @@ def flow(layers: int = 10, hidden: int = 32, df: int | None = None) -> Family:
     Family
         Named ``"flow"``. Its ``init(mean, sd)`` puts the flow on a diagonal
         Gaussian, ``from_factor(mean, factor)`` on any Gaussian's factor
-        (dense where it is dense); its ``factor`` is q's moments from
-        :data:`MOMENT_DRAWS` draws, the mean and the Cholesky factor of the
-        covariance, for the uses that need a Gaussian (a NUTS mass matrix,
-        ``FitResult.mean``), while draws and ``log q`` are the flow's own.
+        (dense where it is dense, up to
+        :data:`~bnn_zoo.inference.defaults.AUTO_FULL_RANK_MAX` values, else its
+        sds); its ``factor`` is q's moments from :data:`MOMENT_DRAWS` draws,
+        the mean and the Cholesky factor of the covariance (above
+        ``AUTO_FULL_RANK_MAX`` values the sds alone), for the uses that need a
+        Gaussian (a NUTS mass matrix, ``FitResult.mean``), while draws and
+        ``log q`` are the flow's own.
     """
     draw_base, base_log_density = _base(df)
     extra = 0 if df is None else int(df)
@@ -195,6 +198,8 @@ def flow(layers: int = 10, hidden: int = 32, df: int | None = None) -> Family:
 
     def factor(params):
         z, _ = sample(params, MOMENT_DRAWS, np.random.default_rng(0))
+        if z.shape[1] > defaults.AUTO_FULL_RANK_MAX:  # the sds alone: a dense factor would not fit, nor be estimated
+            return z.mean(axis=0), z.std(axis=0)
         return z.mean(axis=0), np.linalg.cholesky(np.atleast_2d(np.cov(z, rowvar=False)))
 
     return Family(name="flow", pymc=None, init=from_factor, draw=draw, log_density=log_density,
