@@ -265,3 +265,17 @@ def test_laplace_finds_no_mode_in_a_funnel():
                                                         r"along 1 of 9 directions, spanned by tau_log__"):
         fit = bnn_zoo.fit(model, method="laplace")
     assert not fit.convergence.converged  # L-BFGS itself reported success here
+
+
+def test_two_ranks_on_one_model_compile_their_own_steps():
+    """The compiled steps are kept per model; a second rank (or a flow of another size) has parameters of
+    other shapes and gets steps of its own, not the first one's executable."""
+    x = np.random.default_rng(0).normal(size=(40, 3))
+    with pm.Model() as model:
+        w = pm.Normal("w", 0, 1, shape=3)
+        pm.Normal("y", pm.math.dot(x, w), 1.0, observed=x @ np.array([1.0, -1.0, 0.5]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = bnn_zoo.fit(model, method=bnn_zoo.LowRank(rank=1), steps=200, progressbar=False)
+        two = bnn_zoo.fit(model, method=bnn_zoo.LowRank(rank=2), steps=200, progressbar=False)
+    assert one.params["W"].shape == (3, 1) and two.params["W"].shape == (3, 2)
