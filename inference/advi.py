@@ -25,7 +25,7 @@ import pytensor
 from rich.progress import MofNCompleteColumn, Progress, TextColumn
 
 from bnn_zoo.inference import checkpoint as ckpt
-from bnn_zoo.inference import defaults, methods, optim
+from bnn_zoo.inference import calls, defaults, methods, optim
 from bnn_zoo.inference.checkpoint import Checkpoint
 from bnn_zoo.inference.engine import CHUNK
 from bnn_zoo.inference.jaxmodel import Layout
@@ -33,7 +33,7 @@ from bnn_zoo.inference.auto import Auto, fit_auto
 from bnn_zoo.inference.laplace import Laplace, fit_laplace
 from bnn_zoo.inference.minibatch import unwrap as unwrap_minibatch
 from bnn_zoo.inference.objective import ELBO
-from bnn_zoo.inference.prepare import prepare
+from bnn_zoo.inference.prepare import check_steps, prepare
 from bnn_zoo.inference.renamed import refuse_renamed
 from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLossError, warn_unless_converged
 
@@ -47,6 +47,7 @@ def _progress(show: bool) -> Progress:
 
 
 @refuse_renamed
+@calls.interruptible
 def fit(
     model: pm.Model,
     *,
@@ -62,10 +63,10 @@ def fit(
     checkpoint: Checkpoint | None = None,
     progressbar: bool = True,
 ) -> FitResult:
-    r"""Fit a Gaussian approximation to ``model``'s posterior: ADVI (three families), Laplace, or ``"auto"``.
+    r"""Fit an approximation q to ``model``'s posterior: ADVI (three Gaussians, a flow), Laplace, or ``"auto"``.
 
-    q is a Gaussian over the model's unconstrained values (the space of
-    PyMC's value variables), fitted by maximising the ELBO with
+    q is fitted over the model's unconstrained values (the space of
+    PyMC's value variables), by maximising the ELBO with
     reparameterised gradients (PyMC's ``KLqp``; Kucukelbir et al. 2017):
 
     .. math::
@@ -84,22 +85,22 @@ def fit(
         Any PyMC model with continuous free variables of one float dtype,
         fitted in the dtype it was built in (build it inside
         :func:`bnn_zoo.precision` for float32).
-    method : {"advi", "lowrank_advi", "fullrank_advi", "laplace", "auto"} or MeanField or LowRank or FullRank or Laplace or Auto, default "advi"
+    method : {"advi", "lowrank_advi", "fullrank_advi", "flow", "laplace", "auto"} or MeanField or LowRank or FullRank or Flow or Laplace or Auto, default "advi"
         Mean-field (diagonal), low-rank-plus-diagonal (rank ``sqrt(dim)``)
-        or full-rank Gaussian q fitted by ADVI, or the Laplace approximation
-        (the mode by L-BFGS, then the curvature there; it takes ``steps``
-        and ``random_seed`` only), or ``"auto"``: the Laplace approximation,
-        then a Gaussian sized to the model started from it, stopping at the
-        first whose ``q_pareto_k`` passes (:mod:`~bnn_zoo.inference.auto`;
-        ``steps``, ``random_seed`` and ``progressbar`` only). The values
-        ``bnn_zoo.MeanField(init_std=...)``, ``bnn_zoo.LowRank(rank=...)``,
-        ``bnn_zoo.FullRank(...)`` and ``bnn_zoo.Laplace(curvature=...)`` set
-        q's initial sd, the rank and the curvature (docs/user_guide/families.md),
-        and the three ADVI values' ``centring=True`` learned centring: each
-        hierarchical location-scale variable fitted between its centred and
-        non-centred forms (:mod:`~bnn_zoo.inference.families.centring`;
-        ``config["centring"]`` holds each ``lambda``, and the result's model
-        is the rewritten one).
+        or full-rank Gaussian q fitted by ADVI; a normalizing flow on a
+        Gaussian fit (:mod:`~bnn_zoo.inference.families.flow`); the Laplace
+        approximation (the mode by L-BFGS, then the curvature there;
+        ``steps`` and ``random_seed`` only); or ``"auto"``: Laplace, a
+        Gaussian, learned centring, a flow, stopping at the first q that
+        passes its test (:mod:`~bnn_zoo.inference.auto`; ``steps``,
+        ``random_seed`` and ``progressbar`` only). ``bnn_zoo.MeanField(...)``,
+        ``LowRank(rank=...)``, ``FullRank(...)``, ``Flow(layers=...)``,
+        ``Laplace(curvature=...)`` and ``Auto(budget=...)`` set each one
+        (docs/user_guide/families.md); the three Gaussians' ``centring=True``
+        is learned centring: each hierarchical location-scale variable fitted
+        between its centred and non-centred forms
+        (:mod:`~bnn_zoo.inference.families.centring`; ``config["centring"]``
+        holds each ``lambda``; the result's model is the rewritten one).
         A full-rank fit without ``init`` first fits
         mean-field q for :data:`~bnn_zoo.inference.defaults.WARM_START` of the
         steps, then the full-rank q from it, with the path-derivative
@@ -328,6 +329,7 @@ def _flow(model, method, *, steps, optimizer, objective, init, checkpoint, **set
     starts as that Gaussian. Its ELBO trace is the flow's phase; ``config``
     records the start's method, steps and final ELBO.
     """
+    check_steps(steps)  # refused as every method refuses them, before the start is fitted
     start_steps = 0
     if init is None:
         start_steps = max(2, int(round(defaults.FLOW_START * steps)))
@@ -395,7 +397,7 @@ def _run(model, method, *, steps, optimizer, objective, batch_size, minibatch, i
             elbo[:done], seconds_before = saved.elbo, saved.seconds
         first_step, first_done, i = None, done, done
         with _progress(progressbar) as progress:
-            task = progress.add_task("ADVI", total=steps, completed=done, elbo="")
+            task = progress.add_task(setup.family.name, total=steps, completed=done, elbo="")
             while i < steps:
                 k = 1 if first_step is None else min(CHUNK, steps - i)
                 if path is not None:  # stop at every checkpoint boundary
@@ -432,5 +434,5 @@ def _run(model, method, *, steps, optimizer, objective, batch_size, minibatch, i
         seconds=seconds_before + end - t0, compile_seconds=(first_step if ran else end) - t0,
         density=setup.density, timed=(steps - first_done, end - first_step) if ran else (0, 0.0),
     )
-    warn_unless_converged(result, stacklevel=4)
+    warn_unless_converged(result)
     return result

@@ -379,7 +379,7 @@ def fit_many(models: Sequence[pm.Model], *, method="advi", steps: int = defaults
             config=dict(out.config, seed=seed, diverged=bool(not np.isfinite(out.elbo[i]).all()), **picks),
             seconds=out.seconds / n, compile_seconds=out.compile_seconds / n, density=density,
             timed=(timed, (out.seconds - out.compile_seconds) / n) if timed else (0, 0.0)))
-        warn_unless_converged(results[-1], stacklevel=3)  # as bnn_zoo.fit warns, fit by fit
+        warn_unless_converged(results[-1])  # as bnn_zoo.fit warns, fit by fit
     return results
 
 

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from bnn_zoo.inference import core, noise
+from bnn_zoo.inference import calls, core, noise
 from bnn_zoo.inference.core import ADVIState
 from bnn_zoo.inference.objective import ELBOFunction
 
@@ -272,9 +272,11 @@ class Runner:
                 k = min(CHUNK, start + n - first)
                 state, part = steps["loop"](state, self.key, k, data)
                 trace.append(part[:k])
+                calls.interrupted()  # a Ctrl-C a callback swallowed ends the fit here
             return state, np.asarray(jnp.concatenate(trace), dtype="float64")
         perm, elbos = steps["epoch_permutation"](self.key, start), []
         for _ in range(n):
             state, perm, elbo = steps["step"](state, self.key, perm, data)
             elbos.append(elbo)
+            calls.interrupted()
         return state, np.asarray(jnp.stack(elbos), dtype="float64")

@@ -19,19 +19,26 @@ import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
-import xarray as xr
 from xarray import DataTree
 
-from bnn_zoo.inference import gaussians
-from bnn_zoo.inference.draws import fit_list
-from bnn_zoo.inference.sampling import draws_posterior
+from bnn_zoo.inference import calls, gaussians
+from bnn_zoo.inference.draws import evaluate_z, fit_list
+from bnn_zoo.inference.result import FitResult
+from bnn_zoo.inference.sampling import model_tree, output_names
 
-__all__ = ["TUNE", "nuts"]
+__all__ = ["RHAT_MAX", "TUNE", "SamplingWarning", "nuts"]
 
 #: Warm-up steps of the hand-off: the step size alone is adapted (q gives the mass matrix).
 TUNE = 300
+#: Above this largest r-hat (and at any divergence) :func:`nuts` warns, as ``pm.sample`` does.
+RHAT_MAX = 1.01
 
 
+class SamplingWarning(UserWarning):
+    """NUTS's draws may not be the posterior's: transitions diverged, or the chains disagree (r-hat)."""
+
+
+@calls.interruptible
 def nuts(result, draws: int = 1000, *, tune: int = TUNE, chains: int = 4, target_accept: float = 0.9,
          random_seed: int = 0) -> DataTree:
     """NUTS preconditioned by the fitted q: its covariance as the mass matrix, its draws as the starts.
@@ -56,15 +63,29 @@ def nuts(result, draws: int = 1000, *, tune: int = TUNE, chains: int = 4, target
     Returns
     -------
     xarray.DataTree
-        ``posterior`` (the free variables, ``chains`` x ``draws``) and
-        ``sample_stats`` (``diverging``, ``tree_depth`` via ``num_steps``,
-        ``accept_prob``); ``attrs``: ``fit_method`` (q's), ``seconds``
-        (warm-up and draws, compilation included), ``tune``.
+        What :func:`bnn_zoo.sample` holds, ``chains`` x ``draws``:
+        ``posterior`` (the model's variables: the free ones and every
+        ``pm.Deterministic``; after a learned-centring fit, the variables as
+        written, ``x`` beside ``x_vip``), ``log_likelihood`` (each observed
+        variable's pointwise log density, for :func:`bnn_zoo.loo`),
+        ``observed_data``, ``constant_data``, and ``sample_stats``
+        (``diverging``, ``n_steps``, ``acceptance_rate``, ``log_p``);
+        ``attrs``: ``fit_method`` (q's), ``seconds`` (warm-up and draws,
+        compilation included), ``tune``, ``divergences`` and ``rhat_max``
+        (over the free variables).
 
     Raises
     ------
+    TypeError
+        For anything other than a fit.
     ValueError
         For a bad ``draws``, ``tune``, ``chains`` or ``target_accept``.
+
+    Warns
+    -----
+    SamplingWarning
+        In one line, when a transition after the warm-up diverged or the
+        largest r-hat is above :data:`RHAT_MAX` (as ``pm.sample`` warns).
 
     Examples
     --------
@@ -83,8 +104,12 @@ def nuts(result, draws: int = 1000, *, tune: int = TUNE, chains: int = 4, target
     for name, value, least in (("draws", draws, 1), ("tune", tune, 0), ("chains", chains, 1)):
         if not (isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= least):
             raise ValueError(f"nuts' {name} must be an integer of at least {least}, got {value!r}")
-    if not (isinstance(target_accept, float) and 0 < target_accept < 1):
-        raise ValueError(f"nuts' target_accept must be a float in (0, 1), got {target_accept!r}")
+    if not (isinstance(target_accept, (float, int, np.floating, np.integer)) and not isinstance(target_accept, bool)
+            and 0 < target_accept < 1):
+        raise ValueError(f"nuts' target_accept must be a number in (0, 1), got {target_accept!r}")
+    if not (isinstance(result, FitResult) or (isinstance(result, (list, tuple)) and result
+                                              and all(isinstance(r, FitResult) for r in result))):
+        raise TypeError(f"nuts takes a fit (what bnn_zoo.fit returns), got {type(result).__name__}")
     result = fit_list(result)[0]
     model, density = result.model, result.density
     dtype = result.config.get("dtype", "float64")
@@ -94,21 +119,32 @@ def nuts(result, draws: int = 1000, *, tune: int = TUNE, chains: int = 4, target
     covariance = gaussians.covariance(result.family.mean_and_factor(result.params)[1])
     starts = result.family.sample(result.params, chains, np.random.default_rng(random_seed))[0].astype(dtype)
     kernel = NUTS(potential_fn=lambda z: -log_p(z), inverse_mass_matrix=jnp.asarray(covariance, dtype),
-                  dense_mass=True, adapt_mass_matrix=False, target_accept_prob=target_accept)
+                  dense_mass=True, adapt_mass_matrix=False, target_accept_prob=float(target_accept))
     mcmc = MCMC(kernel, num_warmup=tune, num_samples=draws, num_chains=chains, chain_method="vectorized",
                 progress_bar=False)
     t0 = time.perf_counter()
-    mcmc.run(jax.random.PRNGKey(random_seed), init_params=jnp.asarray(starts),
+    mcmc.run(jax.random.PRNGKey(random_seed), init_params=jnp.asarray(starts if chains > 1 else starts[0]),
              extra_fields=("diverging", "num_steps", "accept_prob"))
     z = np.asarray(mcmc.get_samples(group_by_chain=True), dtype="float64")
     seconds = time.perf_counter() - t0
-    tree = draws_posterior(model, density, z)
+    names, observed = output_names(model)
+    values = evaluate_z(result, z.reshape(-1, z.shape[-1]), names + ("logp",) + tuple(f"loglik:{o}" for o in observed))
+    per_chain = {key: v.reshape(z.shape[:2] + v.shape[1:]) for key, v in values.items()}
     extra = mcmc.get_extra_fields(group_by_chain=True)
-    tree["sample_stats"] = DataTree(xr.Dataset({
-        name: (("chain", "draw"), np.asarray(extra[key])) for name, key in
-        (("diverging", "diverging"), ("n_steps", "num_steps"), ("acceptance_rate", "accept_prob"))},
-        coords={"chain": np.arange(chains), "draw": np.arange(draws)}))
-    tree.attrs.update(fit_method=result.method, sampler="nuts (numpyro), q's covariance as mass matrix",
-                      seconds=seconds, tune=tune, rhat_max=float(max(
-                          float(v.max()) for v in az.rhat(tree["posterior"].to_dataset()).data_vars.values())))
+    stats = {name: np.asarray(extra[key]) for name, key in
+             (("diverging", "diverging"), ("n_steps", "num_steps"), ("acceptance_rate", "accept_prob"))}
+    free = [rv.name for rv in model.free_RVs]
+    rhat = az.rhat(az.from_dict({"posterior": {name: per_chain[name] for name in free}})["posterior"].to_dataset())
+    rhat_max = float(np.nanmax([float(v.max()) for v in rhat.data_vars.values()])) if chains > 1 else float("nan")
+    divergences = int(stats["diverging"].sum())
+    tree = model_tree(model, {"posterior": {name: per_chain[name] for name in names},
+                              "log_likelihood": {o: per_chain[f"loglik:{o}"] for o in observed},
+                              "sample_stats": dict(stats, log_p=per_chain["logp"].astype("float64"))},
+                      dict(fit_method=result.method, sampler="nuts (numpyro), q's covariance as mass matrix",
+                           seconds=seconds, tune=tune, divergences=divergences, rhat_max=rhat_max))
+    if divergences or rhat_max > RHAT_MAX:
+        calls.warn(f"bnn_zoo.nuts: {divergences} of {chains * draws} transitions after the warm-up diverged, "
+                      f"largest r-hat {rhat_max:.3f}" + (f" > {RHAT_MAX}" if rhat_max > RHAT_MAX else "")
+                      + ": the draws may not be the posterior's; try target_accept=0.95 or more, a longer tune, "
+                      "or the model's other parameterisation (centred or non-centred)", SamplingWarning)
     return tree

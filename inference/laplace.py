@@ -51,7 +51,8 @@ from bnn_zoo.inference.prepare import check_steps, model_dtype
 from bnn_zoo.inference.starts import given_initvals, initial_mean
 from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLossError, warn_unless_converged
 
-__all__ = ["CURVATURES", "DENSE_MAX", "HUTCHINSON_PROBES", "NEWTON_STEPS", "Laplace", "LaplaceWarning", "fit_laplace"]
+__all__ = ["CURVATURES", "DENSE_MAX", "DISTINCT", "HUTCHINSON_PROBES", "JITTER", "NEWTON_STEPS", "Laplace",
+           "LaplaceWarning", "fit_laplace"]
 
 #: The most unconstrained values for the dense Hessian (a 4,000 x 4,000 float64 matrix is 128 MB).
 DENSE_MAX = 4000
@@ -61,6 +62,11 @@ NEWTON_STEPS = 50
 HUTCHINSON_PROBES = 64
 #: The curvatures :class:`Laplace` takes.
 CURVATURES = ("auto", "hessian", "lowrank")
+#: The further starts of the search for other modes: ``uniform(-JITTER, JITTER)`` added to every
+#: unconstrained value of the initial point (Stan's and Pathfinder's initial points are drawn so).
+JITTER = 2.0
+#: Two modes are one where each lies within this many of the other's posterior sds (in its curvature's metric).
+DISTINCT = 4.0
 
 
 class LaplaceWarning(ConvergenceWarning):
@@ -84,16 +90,29 @@ class Laplace:
         :data:`DENSE_MAX` values.
     rank : int, optional
         The low-rank curvature's eigenpairs; default ``round(sqrt(dim))``.
+    starts : int, default 1
+        L-BFGS runs: the first from :func:`bnn_zoo.fit`'s initial point,
+        each further one from it jittered by ``uniform(-JITTER, JITTER)``
+        (:data:`JITTER`). With more than one (and the dense curvature),
+        ``config["modes"]`` lists the distinct strict modes they reached (a
+        positive definite Hessian, the gradient's step below ``MODE_NATS``),
+        highest first, each with ``z`` (the point), ``log_p``, ``log_mass``
+        (its Laplace estimate of the log posterior mass there, up to a
+        constant) and ``starts`` (how many ended there); q is the Laplace
+        approximation at the highest. ``method="auto"`` runs
+        :data:`~bnn_zoo.inference.auto.MODE_STARTS` to look for a mode its
+        q does not reach.
 
     Examples
     --------
     >>> import bnn_zoo
     >>> bnn_zoo.Laplace(curvature="lowrank", rank=20)
-    Laplace(curvature='lowrank', rank=20)
+    Laplace(curvature='lowrank', rank=20, starts=1)
     """
 
     curvature: str = "auto"
     rank: int | None = None
+    starts: int = 1
     #: The method's name, as ``FitResult.method`` reports it.
     name: ClassVar[str] = "laplace"
 
@@ -101,6 +120,8 @@ class Laplace:
         if self.curvature not in CURVATURES:
             raise ValueError(f"Laplace's curvature must be one of {', '.join(CURVATURES)}, got {self.curvature!r}")
         families.check_rank_setting(self.rank, "Laplace")
+        if not (isinstance(self.starts, (int, np.integer)) and not isinstance(self.starts, bool) and self.starts >= 1):
+            raise ValueError(f"Laplace's starts must be an integer of at least 1, got {self.starts!r}")
 
 
 def _check(spec: Laplace, dim: int) -> tuple[str, int]:
@@ -182,31 +203,86 @@ def fit_laplace(model: pm.Model, spec: Laplace = Laplace(), *, steps: int = 20_0
         def record(intermediate_result):  # scipy passes each iteration's result by this name
             trace.append(-float(intermediate_result.fun))
 
-        found = scipy.optimize.minimize(objective, start, jac=True, method="L-BFGS-B", callback=record,
-                                        options=dict(maxiter=steps, maxfun=2 * steps, maxcor=20))
-        if not np.isfinite(found.fun):
-            raise NonFiniteLossError(f"the log density is {-found.fun} at the end of the search for the mode")
-        newton_steps = 0
+        newton_steps, modes = 0, None
         if curvature == "hessian":
             hessian = jax.jit(jax.hessian(lambda z: -log_p(z)))
-            lam, V = _dense(hessian, found.x, dtype)
-            if found.status != 1 and _short_of_mode(-np.asarray(found.jac, dtype="float64"), lam, V, dtype):
-                found, newton_steps = _newton(objective, hessian, found, dtype, record)
-                lam, V = _dense(hessian, found.x, dtype)
+            found, lam, V, newton_steps = _climb(objective, hessian, start, steps, dtype, record)
+            if spec.starts > 1:
+                modes = _modes(objective, hessian, start, (found, lam, V), spec.starts, steps, dtype, random_seed)
+                if modes and modes[0]["log_p"] > -found.fun + MODE_NATS:  # a higher mode than the first start's
+                    found, lam, V = modes[0]["found"], modes[0]["lam"], modes[0]["V"]
             rest = None
             family, factor = families.FULL_RANK, _dense_factor(lam, V)
         else:
+            found = _lbfgs(objective, start, steps, record)
             lam, V, rest = _low_rank(lambda z: -log_p(z), found.x, rank, random_seed, dtype)
             family, factor = families.LOW_RANK_EIGEN, _low_rank_factor(lam, V, rest)
         check = _mode_check(-np.asarray(found.jac, dtype="float64"), lam, V, rest, layout, dtype, found)
     params = family.from_factor(found.x.astype(dtype), factor)
     config = dict(method="laplace", curvature=curvature, rank=rank if curvature == "lowrank" else None,
                   steps=int(found.nit), newton_steps=newton_steps, seed=random_seed, dtype=dtype)
+    if modes is not None:
+        config["modes"] = [{key: m[key] for key in ("z", "log_p", "log_mass", "starts")} for m in modes]
     end = time.perf_counter()
     result = FitResult(model=model, family=family, layout=layout, params=params, elbo=np.asarray(trace),
                        config=config, seconds=end - t0, compile_seconds=0.0, density=density, mode_check=check)
-    warn_unless_converged(result, LaplaceWarning, stacklevel=4)  # at the call of bnn_zoo.fit
+    warn_unless_converged(result, LaplaceWarning)
     return result
+
+
+def _lbfgs(objective, start: np.ndarray, steps: int, record=None):
+    """scipy's L-BFGS-B from ``start``; :class:`NonFiniteLossError` where it ends at a non-finite density."""
+    found = scipy.optimize.minimize(objective, start, jac=True, method="L-BFGS-B", callback=record,
+                                    options=dict(maxiter=steps, maxfun=2 * steps, maxcor=20))
+    if not np.isfinite(found.fun):
+        raise NonFiniteLossError(f"the log density is {-found.fun} at the end of the search for the mode")
+    return found
+
+
+def _climb(objective, hessian, start: np.ndarray, steps: int, dtype: str, record=None) -> tuple:
+    """L-BFGS from ``start``, then Newton where it stopped short of a curved mode: scipy's result, the
+    Hessian's eigenvalues and eigenvectors there, and the Newton steps taken."""
+    found = _lbfgs(objective, start, steps, record)
+    lam, V = _dense(hessian, found.x, dtype)
+    newton_steps = 0
+    if found.status != 1 and _short_of_mode(-np.asarray(found.jac, dtype="float64"), lam, V, dtype):
+        found, newton_steps = _newton(objective, hessian, found, dtype, record)
+        lam, V = _dense(hessian, found.x, dtype)
+    return found, lam, V, newton_steps
+
+
+def _modes(objective, hessian, start: np.ndarray, first: tuple, starts: int, steps: int, dtype: str,
+           seed: int) -> list[dict]:
+    """The distinct strict modes that L-BFGS reaches from ``start`` (``first``: where it ended) and from
+    ``starts - 1`` jittered copies of it, highest first (:class:`Laplace`'s ``starts``)."""
+    rng = np.random.default_rng([seed, starts])
+    ends = [first]
+    for _ in range(starts - 1):
+        try:
+            found, lam, V, _ = _climb(objective, hessian, start + rng.uniform(-JITTER, JITTER, start.size),
+                                      steps, dtype)
+        except NonFiniteLossError:  # a start from which the density runs off: no mode there
+            continue
+        ends.append((found, lam, V))
+    modes = []
+    for found, lam, V in ends:
+        gradient = -np.asarray(found.jac, dtype="float64")
+        if not (np.isfinite(gradient).all() and np.isfinite(lam).all()
+                and lam.min() > flat_tolerance(np.abs(lam).max(), dtype)) or _short_of_mode(gradient, lam, V, dtype):
+            continue  # not a strict mode: a saddle, a flat direction, or short of one
+        same = next((m for m in modes if _within(found.x, m, DISTINCT)), None)
+        if same is not None:
+            same["starts"] += 1
+            continue
+        modes.append(dict(z=found.x.tolist(), log_p=-float(found.fun), log_mass=-float(found.fun)
+                          - 0.5 * float(np.sum(np.log(lam))), starts=1, found=found, lam=lam, V=V))
+    return sorted(modes, key=lambda m: -m["log_p"])
+
+
+def _within(z: np.ndarray, mode: dict, sds: float) -> bool:
+    """Whether ``z`` lies within ``sds`` posterior sds of ``mode`` in its curvature's metric."""
+    proj = mode["V"].T @ (z - np.asarray(mode["z"]))
+    return float(np.sqrt(np.sum(proj**2 * mode["lam"]))) < sds
 
 
 def _short_of_mode(gradient: np.ndarray, lam: np.ndarray, V: np.ndarray, dtype: str) -> bool:

@@ -268,7 +268,9 @@ def loo(idata: DataTree, var_name: str | None = None) -> ELPDDataLOO:
     idata : xarray.DataTree
         From :func:`~bnn_zoo.inference.sampling.sample` with
         ``log_likelihood=True``: the ``log_likelihood`` group and
-        ``sample_stats`` with every draw's finite ``log_p`` and ``log_q``.
+        ``sample_stats`` with every draw's finite ``log_p`` and ``log_q``;
+        or from :func:`bnn_zoo.nuts`, whose draws are the posterior's (no
+        ``log_q``: no correction).
     var_name : str, optional
         The observed variable; default the one in ``log_likelihood``.
 
@@ -321,7 +323,10 @@ def loo(idata: DataTree, var_name: str | None = None) -> ELPDDataLOO:
         raise ValueError(f"{impossible} of {stats['log_p'].size} draws have log p = -inf: q puts mass where the "
                          "posterior has none (its q_pareto_k is inf), so no importance weights exist; fit q "
                          "again, or fit the data the model gives zero density to")
-    if not (np.isfinite(stats["log_p"]).all() and np.isfinite(stats["log_q"]).all()):
+    # Draws of the posterior itself (bnn_zoo.nuts's; a method="auto" fit's resampled by their PSIS weights)
+    # need no correction by p / q: they carry no log q, or say they were resampled.
+    exact = "importance_resampled" in idata.attrs or "log_q" not in stats
+    if not (np.isfinite(stats["log_p"]).all() and (exact or np.isfinite(stats["log_q"]).all())):
         raise ValueError("loo needs each draw's finite log p and log q; some are NaN or +inf")
     group = idata["log_likelihood"]
     if var_name is None:
@@ -333,10 +338,7 @@ def loo(idata: DataTree, var_name: str | None = None) -> ELPDDataLOO:
     log_lik = log_lik.transpose("chain", "draw", *obs_dims)
     n_samples = log_lik.sizes["chain"] * log_lik.sizes["draw"]
     values = log_lik.values.reshape(n_samples, -1)
-    # Draws resampled by their PSIS weights (a method="auto" fit that passed) are the posterior's: no
-    # correction by p / q on top.
-    resampled = "importance_resampled" in idata.attrs
-    log_q = stats["log_p" if resampled else "log_q"].values.ravel()
+    log_q = stats["log_p" if exact else "log_q"].values.ravel()
     elpd_i, pareto_k, p_loo_i = (
         log_lik.isel(chain=0, draw=0, drop=True).copy(data=v.reshape(log_lik.shape[2:]))
         for v in loo_approximate_posterior(values, stats["log_p"].values.ravel(), log_q))
@@ -349,4 +351,4 @@ def loo(idata: DataTree, var_name: str | None = None) -> ELPDDataLOO:
     elpd, se, p_loo, _ = elpd_i.azstats.loo_summary(p_loo_i)
     return ELPDDataLOO(elpd=elpd, se=se, p=p_loo, n_samples=n_samples, n_data_points=values.shape[1],
                        scale="log", warning=warning, good_k=good_k, elpd_i=elpd_i, pareto_k=pareto_k,
-                       approx_posterior=not resampled)
+                       approx_posterior=not exact)

@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import pymc as pm
 
-from bnn_zoo.inference import gaussians, qcheck
+from bnn_zoo.inference import calls, gaussians, qcheck
 from bnn_zoo.inference.diagnostics import Convergence, convergence
 from bnn_zoo.inference.modecheck import ModeCheck
 from bnn_zoo.inference.families import Family
@@ -138,7 +137,8 @@ class FitResult:
     Attributes
     ----------
     method : str
-        ``"advi"``, ``"lowrank_advi"``, ``"fullrank_advi"`` or ``"laplace"``.
+        ``"advi"``, ``"lowrank_advi"``, ``"fullrank_advi"``, ``"flow"`` or ``"laplace"`` (after
+        ``method="auto"``, the rung's).
     mean : dict of str to numpy.ndarray
         q's mean of each value variable.
     sd : dict of str to numpy.ndarray
@@ -304,7 +304,7 @@ class FitResult:
         if method != self.method:
             raise ValueError(f"idata holds draws of a {method!r} fit, this is a {self.method!r} one: pass "
                              "bnn_zoo.sample(result) of this fit")
-        return f"{line}; {_accuracy(idata.attrs.get(qcheck.NAME))}"
+        return f"{line}; {_accuracy(idata.attrs.get(qcheck.NAME), idata.attrs.get(qcheck.DRAWS_NAME))}"
 
     def __repr__(self) -> str:
         return self.summary()
@@ -329,22 +329,21 @@ class FitResult:
         return float(np.mean(self.elbo[-tail:]))
 
 
-def _accuracy(k) -> str:
-    """The accuracy verdict of a ``q_pareto_k`` (:mod:`~bnn_zoo.inference.qcheck`'s thresholds), in words."""
-    if k is None:
-        return f"q's accuracy not measured (these draws carry no {qcheck.NAME}: sample with log_likelihood=True)"
-    if np.isnan(k):
-        return f"q's accuracy unknown ({qcheck.NAME} NaN: too few draws or a non-finite density)"
-    if k == np.inf:
-        return f"q puts mass where the posterior has none ({qcheck.NAME} inf)"
-    if k > qcheck.K_WARN:
-        return f"q is far from the posterior ({qcheck.NAME} {k:.2f} > {qcheck.K_WARN}): its means and sds may be off"
-    return (f"q passes its accuracy check ({qcheck.NAME} {k:.2f} <= {qcheck.K_WARN}): the reweighted means and "
-            "sds (bnn_zoo.reweighted) are reliable")
+def _accuracy(k, draws) -> str:
+    """The accuracy verdict of a ``q_pareto_k`` from ``draws`` draws (:func:`~bnn_zoo.inference.qcheck.verdict`),
+    in words."""
+    said = qcheck.verdict(k, draws)
+    if said.startswith("passes"):
+        return (f"q passes its accuracy check {said[len('passes '):]}: the reweighted means and sds "
+                "(bnn_zoo.reweighted) are reliable")
+    if said.startswith("fails"):
+        return f"q is far from the posterior ({said[len('fails ('):-1]}): its means and sds may be off"
+    if said.startswith("not measured") or said.startswith("unknown"):
+        return f"q's accuracy {said}"
+    return f"q {said}"
 
 
-def warn_unless_converged(result: FitResult, category: type[Warning] = ConvergenceWarning,
-                          stacklevel: int = 1) -> None:
+def warn_unless_converged(result: FitResult, category: type[Warning] = ConvergenceWarning) -> None:
     """Warn, in one line saying what the test found and what to try, when ``result`` failed its test.
 
     Every method's fit calls it at its end (:attr:`FitResult.convergence`).
@@ -355,10 +354,8 @@ def warn_unless_converged(result: FitResult, category: type[Warning] = Convergen
         The fit.
     category : type, default ConvergenceWarning
         A :class:`ConvergenceWarning` or a subclass.
-    stacklevel : int, default 1
-        As ``warnings.warn``'s, counted from the caller.
     """
     check = result.convergence
     if not check.converged:
-        warnings.warn(f"the {result.method!r} fit did not pass its convergence test: {check.describe()}; "
-                      f"{check.hint()}", category, stacklevel=stacklevel + 1)
+        calls.warn(f"the {result.method!r} fit did not pass its convergence test: {check.describe()}; "
+                   f"{check.hint()}", category)  # at the caller's line

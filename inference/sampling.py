@@ -21,13 +21,14 @@ import xarray as xr
 from pymc.backends.arviz import find_constants, find_observations
 from xarray import DataTree
 
-from bnn_zoo.inference import qcheck
+from bnn_zoo.inference import calls, qcheck
 from bnn_zoo.inference.renamed import refuse_renamed
 from bnn_zoo.inference.draws import draw_z, evaluate_draws, evaluate_z, fit_list, model_data
 from bnn_zoo.inference.jaxmodel import ModelFunction
 from bnn_zoo.inference.result import FitResult
 
-__all__ = ["RESAMPLE_MIN", "RESAMPLE_POOL", "draws_posterior", "model_coords", "point_posterior", "sample"]
+__all__ = ["RESAMPLE_MIN", "RESAMPLE_POOL", "draws_posterior", "model_coords", "model_tree", "output_names",
+           "point_posterior", "sample"]
 
 #: A ``method="auto"`` fit that passed its test gives ``draws`` draws resampled, by their PSIS weights,
 #: from this many times as many draws of q.
@@ -145,7 +146,12 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
         the importance ratios ``p / q``: VI's own diagnostic
         (:mod:`~bnn_zoo.inference.qcheck`; at or below 0.7 the
         PSIS-reweighted estimates of :func:`bnn_zoo.reweighted` are reliable,
-        above it they are not; inf when some draws have zero posterior density).
+        above it they are not; inf when some draws have zero posterior
+        density, ``log p`` -inf or NaN). It is computed on at least
+        :data:`~bnn_zoo.inference.qcheck.VERDICT_DRAWS` draws of q, enough
+        to judge a k of 0.7: where ``draws`` is fewer, further draws are
+        made for it (their ``log p`` alone) and not kept;
+        ``attrs["q_pareto_k_draws"]`` says how many.
 
         A ``method="auto"`` fit that passed its test
         (``config["importance_resampled"]``) gives draws of the
@@ -154,7 +160,7 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
         :data:`RESAMPLE_MIN`), whose k is ``attrs["q_pareto_k"]``;
         ``attrs["importance_resampled"]`` says so, and each draw's
         ``psis_log_weight`` is then ``-log(draws)``. Where the pool's k is
-        above 0.7 the draws are q's own, with the warning.
+        above 0.7 the draws are ``draws`` of q's own, with the warning.
 
     Raises
     ------
@@ -204,28 +210,46 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
     fits = fit_list(fits)
     result, model = fits[0], fits[0].model
     resample = len(fits) == 1 and bool(result.config.get("importance_resampled"))
-    pool = max(RESAMPLE_POOL * draws, RESAMPLE_MIN) if resample else draws
-    z, log_q = draw_z(fits, pool, random_seed)
-    if var_names is None:
-        var_names = [v.name for v in model.deterministics]
-    names = tuple(rv.name for rv in model.free_RVs) + tuple(v for v in var_names
-                                                           if v not in {rv.name for rv in model.free_RVs})
-    observed = tuple(rv.name for rv in model.observed_RVs)
-    outputs = names + (("logp",) if log_likelihood or resample else ()) + (
+    z, log_q = draw_z(fits, max(RESAMPLE_POOL * draws, RESAMPLE_MIN) if resample else draws, random_seed)
+    names, observed = output_names(model, var_names)
+    judged = log_likelihood or resample
+    outputs = names + (("logp",) if judged else ()) + (
         tuple(f"loglik:{o}" for o in observed) if log_likelihood else ())
     values = evaluate_z(result, z, outputs)
     log_p = values["logp"].astype("float64") if "logp" in values else np.full(len(z), np.nan)
     attrs = {"inference_library": "pymc", "inference_library_version": pm.__version__,
              "fit_method": result.method, "draws_from": f"{len(fits)} fit(s)"}
-    if log_likelihood or resample:
-        k, log_w = qcheck.q_pareto_k(log_p, log_q)
-        qcheck.warn_if_poor(k, result.method, len(fits), impossible=int(np.isneginf(log_p).sum()), draws=len(log_p))
-    if resample and k <= qcheck.K_WARN:  # method="auto" passed: draws of the PSIS-weighted posterior
-        pick = np.random.default_rng([random_seed, pool]).choice(pool, size=draws, p=np.exp(log_w - log_w.max())
-                                                                  / np.exp(log_w - log_w.max()).sum())
+    if judged:
+        # the verdict rests on enough draws (qcheck.VERDICT_DRAWS): more of q's, their log p alone, where fewer are kept
+        more = max(qcheck.VERDICT_DRAWS - len(z), len(fits) if len(z) < qcheck.VERDICT_DRAWS else 0)
+        extra_p, extra_q = np.empty(0), np.empty(0)
+        if more > 0:
+            z_more, extra_q = draw_z(fits, more, [random_seed, more])
+            extra_p = evaluate_z(result, z_more, ("logp",))["logp"].astype("float64")
+        k, log_w = qcheck.q_pareto_k(np.concatenate([log_p, extra_p]), np.concatenate([log_q, extra_q]))
+        log_w = log_w[: len(z)] - np.logaddexp.reduce(log_w[: len(z)]) if np.isfinite(k) else log_w[: len(z)]
+        n_judged = len(z) + len(extra_p)
+        qcheck.warn_if_poor(k, result.method, len(fits), draws=n_judged,
+                            impossible=qcheck.zero_density(np.concatenate([log_p, extra_p])),
+                            advice=_advice(result))
+        attrs[qcheck.DRAWS_NAME] = n_judged
+        auto = result.config.get("auto") if len(fits) == 1 else None
+        missed = auto["path"][auto["returned"]].get("missed_modes", 0) if auto else 0
+        if missed:  # k cannot see it: the mode search did
+            calls.warn(f"the {result.method!r} fit misses {missed} of the {len(auto['modes'])} modes method='auto' "
+                       f"found (config['auto']['modes']), whatever its {qcheck.NAME}: its draws are of part of the "
+                       "posterior, and no reweighting mends that", qcheck.ApproximationWarning)
+    if resample:
+        passed = qcheck.verdict(k, n_judged).startswith("passes")
+        if passed:  # method="auto" passed: draws of the PSIS-weighted posterior
+            p = np.exp(log_w - log_w.max())
+            pick = np.random.default_rng([random_seed, len(z)]).choice(len(z), size=draws, p=p / p.sum())
+            log_w = np.full(draws, -np.log(draws))  # resampled: equal weights
+            attrs["importance_resampled"] = f"{draws} of {len(z)} draws of q, by their PSIS weights"
+        else:  # q's own draws, as many as asked, with the warning above
+            pick = np.arange(draws)
+            log_w = log_w[pick] - np.logaddexp.reduce(log_w[pick]) if np.isfinite(k) else log_w[pick]
         values, log_p, log_q = {key: v[pick] for key, v in values.items()}, log_p[pick], log_q[pick]
-        log_w = np.full(draws, -np.log(draws))  # resampled: equal weights
-        attrs["importance_resampled"] = f"{draws} of {pool} draws of q, by their PSIS weights"
     groups = {
         "posterior": {name: values[name][None] for name in names},
         "sample_stats": {"log_p": log_p[None], "log_q": log_q[None]},
@@ -234,15 +258,65 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
         groups["log_likelihood"] = {o: values[f"loglik:{o}"][None] for o in observed}
         groups["sample_stats"]["psis_log_weight"] = log_w[None]
         attrs[qcheck.NAME] = k
-    groups["observed_data"] = find_observations(model)
-    groups["constant_data"] = find_constants(model)
-    dims = {name: list(d) for name, d in model.named_vars_to_dims.items()}
-    tree = az.from_dict({k: v for k, v in groups.items() if v}, dims=_dims_that_fit(groups, dims, model),
-                        coords=model_coords(model),
-                        attrs={"/": attrs})
+    tree = model_tree(model, groups, attrs)
     tree["fit"] = DataTree(_fit_group(fits))
     tree["fit_stats"] = DataTree(_fit_stats(fits))
     return tree
+
+
+def output_names(model: pm.Model, var_names: Sequence[str] | None = None) -> tuple[tuple, tuple]:
+    """The variables a posterior's draws hold (the free ones, then ``var_names``, by default every
+    ``pm.Deterministic``, as ``pm.sample`` keeps them) and the observed ones (for ``log_likelihood``).
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model (a learned-centring fit's rewritten one, whose deterministics are the variables as written).
+    var_names : sequence of str, optional
+        Further variables; default the model's deterministics.
+
+    Returns
+    -------
+    names, observed : tuple of str
+    """
+    if var_names is None:
+        var_names = [v.name for v in model.deterministics]
+    free = {rv.name for rv in model.free_RVs}
+    return (tuple(rv.name for rv in model.free_RVs) + tuple(v for v in var_names if v not in free),
+            tuple(rv.name for rv in model.observed_RVs))
+
+
+def model_tree(model: pm.Model, groups: dict, attrs: dict) -> DataTree:
+    """An ArviZ DataTree of ``groups`` (name to a dict of ``(chain, draw, ...)`` arrays) with the model's
+    observed and constant data, dims and coords.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model the draws are of.
+    groups : dict
+        ``posterior``, ``sample_stats``, ``log_likelihood``, ... (an empty group is left out).
+    attrs : dict
+        The tree's attributes.
+
+    Returns
+    -------
+    xarray.DataTree
+    """
+    groups = dict(groups, observed_data=find_observations(model), constant_data=find_constants(model))
+    dims = {name: list(d) for name, d in model.named_vars_to_dims.items()}
+    return az.from_dict({k: v for k, v in groups.items() if v}, dims=_dims_that_fit(groups, dims, model),
+                        coords=model_coords(model), attrs={"/": attrs})
+
+
+def _advice(result: FitResult) -> str:
+    """What to try after ``result``'s method, knowing whether it learned centring and whether the model has a
+    hierarchy for it (:func:`~bnn_zoo.inference.qcheck.next_step`)."""
+    from bnn_zoo.inference.families.centring import candidates
+
+    centred = "centring" in result.config
+    return qcheck.next_step(result.method, centred=centred,
+                            hierarchy=result.method == "fullrank_advi" and not centred and bool(candidates(result.model)))
 
 
 def model_coords(model: pm.Model) -> dict:

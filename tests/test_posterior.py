@@ -358,8 +358,8 @@ def test_draws_with_zero_posterior_density_give_an_infinite_q_pareto_k_and_say_s
     new = np.asarray(y.get_value()).copy()
     new[0] = 1 + float(np.exp(result.mean["t_log__"]))  # at q's median: about half the draws exclude it
     pm.set_data({"y": new}, model=model)
-    with pytest.warns(qcheck.ApproximationWarning, match=r"puts mass where the posterior has none: \d+ of 1000 "
-                      r"draws have log p = -inf \(q_pareto_k inf\)"):
+    with pytest.warns(qcheck.ApproximationWarning, match=r"puts mass where the posterior has none: \d+ of 4000 "
+                      r"draws have log p = -inf or NaN \(q_pareto_k inf\)"):  # judged on 4,000
         idata = bnn_zoo.sample(result, 1000, random_seed=0)
     assert idata.attrs["q_pareto_k"] == np.inf
     impossible = int(np.isneginf(idata["sample_stats"]["log_p"]).sum())
