@@ -5,20 +5,21 @@ the call.
   however deep in the engine it is raised and however many wrappers stand between: the line of the
   user's script that called :func:`bnn_zoo.fit`, not a line of the library.
 - :func:`interruptible`: while a fit runs, a Ctrl-C ends it in one ``KeyboardInterrupt``. Without it, an
-  interrupt that arrives while a JAX callback runs (the garbage collector's, say) is printed as
-  "Exception ignored in ..." and lost, and the fit runs to its end.
+  interrupt that arrives while a garbage-collector callback runs (JAX's ``_xla_gc_callback``) is raised
+  there, printed as "Exception ignored in ..." and lost, and the fit runs to its end.
 """
 
 from __future__ import annotations
 
 import functools
+import gc
 import importlib.util
 import os
 import signal
 import threading
 import warnings
 
-__all__ = ["interrupted", "interruptible", "library_folders", "warn"]
+__all__ = ["in_finaliser", "interrupted", "interruptible", "library_folders", "warn"]
 
 _NOTED: list[int] = []  # SIGINTs received while an interruptible call runs
 
@@ -45,6 +46,27 @@ def warn(message: str, category: type[Warning]) -> None:
     warnings.warn(message, category, skip_file_prefixes=library_folders())
 
 
+def in_finaliser(frame) -> bool:
+    """Whether ``frame`` runs inside a garbage-collector callback or a ``__del__``, where an exception is printed
+    as "Exception ignored in ..." and dropped.
+
+    Parameters
+    ----------
+    frame : frame or None
+        The frame a signal handler was given.
+
+    Returns
+    -------
+    bool
+    """
+    callbacks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
+    while frame is not None:
+        if frame.f_code in callbacks or frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
+
+
 def interrupted() -> None:
     """Raise ``KeyboardInterrupt`` where a Ctrl-C came during this call but was swallowed: the engine calls
     it between compiled chunks of steps."""
@@ -55,10 +77,11 @@ def interrupted() -> None:
 def interruptible(function):
     """Wrap a long library call (``fit``, ``nuts``) so that a Ctrl-C ends it in one ``KeyboardInterrupt``.
 
-    In the main thread, where SIGINT has Python's own handler, the call runs with a handler that notes the
-    interrupt before raising it; an interrupt that something swallowed is raised again at the next
-    :func:`interrupted` check, or at the call's end. Elsewhere (another thread, a handler of the caller's
-    own, a call inside another such call) the call runs as it is.
+    In the main thread, where SIGINT has Python's own handler, the call runs with a handler that raises
+    ``KeyboardInterrupt`` at once, except while a garbage-collector callback or a ``__del__`` runs, where
+    Python would print the exception and drop it: there it notes the interrupt, which the engine's next
+    :func:`interrupted` check, or the call's end, raises. Elsewhere (another thread, a handler of the
+    caller's own, a call inside another such call) the call runs as it is.
 
     Parameters
     ----------
@@ -78,7 +101,9 @@ def interruptible(function):
             return function(*args, **kwargs)
 
         def note(signum, frame):
-            _NOTED.append(signum)
+            if in_finaliser(frame):
+                _NOTED.append(signum)  # raised where it cannot be dropped
+                return
             raise KeyboardInterrupt
 
         signal.signal(signal.SIGINT, note)

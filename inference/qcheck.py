@@ -281,10 +281,11 @@ def reweighted(idata: DataTree, var_names=None) -> xr.Dataset:
     if k is None or "psis_log_weight" not in idata["sample_stats"]:
         raise ValueError("these draws carry no PSIS weights: draw them with bnn_zoo.sample(..., log_likelihood=True)")
     said = verdict(k, idata.attrs.get(DRAWS_NAME))
+    if said.startswith("too few"):
+        raise ValueError(f"q_pareto_k is {said}: the reweighted estimates cannot be vouched for; draw with "
+                         f"bnn_zoo.sample(result, {VERDICT_DRAWS})")
     if not said.startswith("passes"):
-        raise ValueError(f"q {said}: the reweighted estimates are not reliable; "
-                         + (f"draw with bnn_zoo.sample(result, {VERDICT_DRAWS})" if said.startswith("too few")
-                            else "fit a richer family first"))
+        raise ValueError(f"q {said}: the reweighted estimates are not reliable either; fit a richer family first")
     w = np.exp(idata["sample_stats"]["psis_log_weight"])
     posterior = idata["posterior"].to_dataset()
     names = list(posterior.data_vars) if var_names is None else list(var_names)

@@ -74,6 +74,18 @@ def _cauchy() -> pm.Model:
     return model
 
 
+def test_laplace_does_not_pass_a_cauchy():
+    """3. Laplace's N(0, 1/2) for a Cauchy(0, 1): its ratios' tail is heavy, and on 8,000 draws k sits near
+    0.7 (halves 0.69, 0.68 passed), while the next sample said 0.74. Over seeds, the rung never passes."""
+    passed = []
+    for seed in range(5):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", qcheck.ApproximationWarning)
+            result = bnn_zoo.fit(_cauchy(), method=bnn_zoo.Auto(rungs=("laplace",)), random_seed=seed)
+        passed.append(result.config["auto"]["passed"])
+    assert not any(passed)
+
+
 @pytest.mark.parametrize("build", [_flat_sum, _cauchy])
 def test_a_pass_is_not_contradicted_by_the_next_sample(build):
     """3. An improper posterior and a Cauchy: no pass of auto's is followed by a sample whose k fails."""
@@ -96,13 +108,14 @@ def test_a_verdict_rests_on_enough_draws():
         idata = bnn_zoo.sample(result)
     assert idata["posterior"]["v"].shape == (1, 500) and idata.attrs["q_pareto_k_draws"] == qcheck.VERDICT_DRAWS
     assert "passes" not in result.summary(idata)
-    with pytest.raises(ValueError, match="not reliable"):
+    with pytest.raises(ValueError, match=r"^q fails \(q_pareto_k [0-9.]+ > 0\.7\): the reweighted estimates are "
+                                         r"not reliable either"):
         bnn_zoo.reweighted(idata)
     # a DataTree whose k came from fewer draws says so, and reweighted refuses it
     few = idata.copy()
     few.attrs.update(q_pareto_k=0.52, q_pareto_k_draws=500)
     assert "too few draws to judge (q_pareto_k 0.52 from 500 draws; a verdict needs 4,000)" in result.summary(few)
-    with pytest.raises(ValueError, match="too few draws to judge"):
+    with pytest.raises(ValueError, match=r"too few draws to judge .* bnn_zoo\.sample\(result, 4000\)$"):
         bnn_zoo.reweighted(few)
 
 
@@ -176,24 +189,34 @@ def test_nuts_says_when_its_draws_are_in_question():
 
 
 def test_a_ctrl_c_that_a_callback_swallows_still_ends_the_call():
-    """9. An interrupt raised inside a callback that ignores it ("Exception ignored in ...") ends the call
-    in one KeyboardInterrupt, at the engine's next check or at the call's end."""
-    ran_on = []
+    """9. An interrupt that arrives while a garbage-collector callback runs (as JAX's ``_xla_gc_callback``
+    does) would be raised there and dropped ("Exception ignored in ..."): it is noted instead, and ends
+    the call at the engine's next check, in one KeyboardInterrupt."""
+    import gc
+
+    ran_on, fired = [], []
+
+    def callback(phase, info):  # a collector callback that is running when the signal comes
+        if phase == "start" and not fired:
+            fired.append(True)
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10_000):  # the handler runs between these bytecodes, inside the callback
+                pass
 
     @calls.interruptible
-    def swallowing():
+    def fitting():
+        gc.callbacks.append(callback)
         try:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(1)
-        except KeyboardInterrupt:
-            pass  # what a callback's caller does with it
+            gc.collect()
+        finally:
+            gc.callbacks.remove(callback)
         ran_on.append(True)
-        calls.interrupted()
+        calls.interrupted()  # the engine's check between chunks
         ran_on.append(False)  # never reached
 
     with pytest.raises(KeyboardInterrupt):
-        swallowing()
-    assert ran_on == [True]
+        fitting()
+    assert fired and ran_on == [True]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     calls.interrupted()  # the next call starts clean
 
@@ -210,7 +233,7 @@ def test_a_ctrl_c_ends_a_library_fit_in_one_keyboard_interrupt(tmp_path):
         bnn_zoo.fit(model, method="fullrank_advi", steps=200_000, progressbar=False)
         print("finished", flush=True)
     """))
-    for delay in (0.5, 3.0):
+    for delay in (0.2, 1.0, 3.0):  # in the engine's import, its compilation, the fit
         proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=command_env(), cwd=tmp_path)
         assert proc.stdout.readline().strip() == "fitting"
@@ -218,7 +241,7 @@ def test_a_ctrl_c_ends_a_library_fit_in_one_keyboard_interrupt(tmp_path):
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
         assert proc.returncode != 0 and "finished" not in out, (delay, err)
-        assert err.count("KeyboardInterrupt") == 1, err
+        assert err.splitlines().count("KeyboardInterrupt") == 1 and "Exception ignored" not in err, err
 
 
 def test_the_advice_names_what_was_not_done():
@@ -299,13 +322,15 @@ def test_refusals_are_one_line():
     assert idata["posterior"]["x"].shape == (1, 20)
 
 
-def test_a_convergence_warning_points_at_the_callers_line():
-    """15. Not at the keyword-renaming wrapper, nor anywhere else inside the library."""
+@pytest.mark.parametrize("method", ["advi", "fullrank_advi", "flow"])
+def test_a_convergence_warning_points_at_the_callers_line(method):
+    """15. Not at the keyword-renaming wrapper (where full rank's mean-field start put it), nor anywhere else
+    inside the library."""
     with pm.Model() as model:
         w = pm.Normal("w", 0, 1, shape=50)
         pm.Normal("y", w.sum(), 1, observed=np.zeros(20))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        bnn_zoo.fit(model, steps=300, progressbar=False)  # the ELBO still rising
+        bnn_zoo.fit(model, method=method, steps=300, progressbar=False)  # the ELBO still rising
     mine = [w for w in caught if issubclass(w.category, bnn_zoo.ConvergenceWarning)]
     assert mine and all(w.filename == __file__ for w in mine)

@@ -28,6 +28,9 @@ Subpackages: ``bnn_zoo.models`` (priors and BNN builders), ``bnn_zoo.inference``
 (toy, regression and MNIST data) and ``bnn_zoo.experiments`` (the command lines).
 """
 
+import contextlib
+import signal
+import threading
 from typing import TYPE_CHECKING
 
 __all__ = ["ELBO", "METHODS", "Auto", "Checkpoint", "CheckpointError", "ConvergenceWarning", "FitResult",
@@ -46,7 +49,8 @@ def __getattr__(name: str):
     # ``bnn-zoo --help`` and a mistyped command answer at once.
     if name in __all__:
         try:
-            from bnn_zoo import inference
+            with _interrupts_after():
+                from bnn_zoo import inference
         except AttributeError as err:  # from inside the engine's import: not "bnn_zoo has no `name`"
             raise ImportError(f"bnn_zoo.{name}: the engine (bnn_zoo.inference) failed to load: {err}") from err
 
@@ -54,6 +58,25 @@ def __getattr__(name: str):
         globals()[name] = value
         return value
     raise AttributeError(f"module 'bnn_zoo' has no attribute {name!r}")
+
+
+@contextlib.contextmanager
+def _interrupts_after():
+    """A Ctrl-C during the engine's import is raised when the import ends: raised inside it, it can be
+    dropped by a callback (JAX's) or leave a module half-initialised. Only in the main thread under
+    Python's own handler (the commands hold interrupts their own way)."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    noted = []
+    signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if noted:
+        raise KeyboardInterrupt
 
 
 def __dir__() -> list[str]:
