@@ -17,6 +17,7 @@ import pytest
 import bnn_zoo
 from bnn_zoo.inference import calls, handoff, qcheck
 from tests.conftest import command_env
+from tests.test_auto import _eight_schools_centred as eight_schools_centred
 
 
 def _mixture(mu: float) -> pm.Model:
@@ -152,14 +153,10 @@ def test_sample_returns_the_draws_asked_for_when_the_pool_fails():
 
 
 def _eight_schools_centred() -> pm.Model:
-    y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
-    sigma = np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0])
-    with pm.Model(coords={"school": np.arange(8)}) as model:
-        mu = pm.Normal("mu", 0, 5)
-        tau = pm.HalfCauchy("tau", 5)
-        theta = pm.Normal("theta", mu, tau, dims="school")
-        pm.Deterministic("effect", theta - mu, dims="school")
-        pm.Normal("y", theta, sigma, observed=y, dims="school")
+    """test_auto's centred eight schools, with a deterministic beside it."""
+    model = eight_schools_centred()
+    with model:
+        pm.Deterministic("effect", model["theta"] - model["mu"], dims="school")
     return model
 
 
