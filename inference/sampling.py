@@ -227,7 +227,7 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
             z_more, extra_q = draw_z(fits, more, [random_seed, more])
             extra_p = evaluate_z(result, z_more, ("logp",))["logp"].astype("float64")
         k, log_w = qcheck.q_pareto_k(np.concatenate([log_p, extra_p]), np.concatenate([log_q, extra_q]))
-        log_w = log_w[: len(z)] - np.logaddexp.reduce(log_w[: len(z)]) if np.isfinite(k) else log_w[: len(z)]
+        log_w = _normalised(log_w[: len(z)])  # the kept draws' weights (k = -inf: q exact, equal weights)
         n_judged = len(z) + len(extra_p)
         qcheck.warn_if_poor(k, result.method, len(fits), draws=n_judged,
                             impossible=qcheck.zero_density(np.concatenate([log_p, extra_p])),
@@ -248,7 +248,7 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
             attrs["importance_resampled"] = f"{draws} of {len(z)} draws of q, by their PSIS weights"
         else:  # q's own draws, as many as asked, with the warning above
             pick = np.arange(draws)
-            log_w = log_w[pick] - np.logaddexp.reduce(log_w[pick]) if np.isfinite(k) else log_w[pick]
+            log_w = _normalised(log_w[pick])
         values, log_p, log_q = {key: v[pick] for key, v in values.items()}, log_p[pick], log_q[pick]
     groups = {
         "posterior": {name: values[name][None] for name in names},
@@ -307,6 +307,11 @@ def model_tree(model: pm.Model, groups: dict, attrs: dict) -> DataTree:
     dims = {name: list(d) for name, d in model.named_vars_to_dims.items()}
     return az.from_dict({k: v for k, v in groups.items() if v}, dims=_dims_that_fit(groups, dims, model),
                         coords=model_coords(model), attrs={"/": attrs})
+
+
+def _normalised(log_w: np.ndarray) -> np.ndarray:
+    """Log weights that sum to one (NaN ones, where k is NaN or inf, as they are)."""
+    return log_w - np.logaddexp.reduce(log_w) if np.isfinite(log_w).all() else log_w
 
 
 def _advice(result: FitResult) -> str:

@@ -120,6 +120,21 @@ def test_a_verdict_rests_on_enough_draws():
         bnn_zoo.reweighted(few)
 
 
+def test_the_kept_draws_weights_sum_to_one_when_q_is_exact():
+    """4. k judged on 4,000 draws, 500 kept: where q is the posterior to round-off (Laplace on a Gaussian
+    posterior, k = -inf) the kept draws' equal weights still sum to one, and reweighted is their mean."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=50)
+    with pm.Model() as model:
+        b = pm.Normal("b", 0, 10)
+        pm.Normal("y", b * x, 1, observed=2 * x + rng.normal(size=50))
+    idata = bnn_zoo.sample(bnn_zoo.fit(model, method="laplace"), 500)
+    assert idata.attrs["q_pareto_k"] == -np.inf and idata.attrs["q_pareto_k_draws"] == 4000
+    assert np.exp(idata["sample_stats"]["psis_log_weight"].values).sum() == pytest.approx(1.0)
+    drawn = idata["posterior"]["b"].values
+    assert float(bnn_zoo.reweighted(idata)["b"].sel(stat="mean")) == pytest.approx(drawn.mean())
+
+
 def test_nan_log_p_counts_as_zero_density():
     """5. y ~ N(0, a - 1.5): draws with a < 1.5 have log p NaN, not -inf; k was NaN without a word."""
     with pm.Model() as model:
