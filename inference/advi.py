@@ -218,6 +218,8 @@ def fit(
     ...
     TypeError: fit() no longer takes seed=: use random_seed= (CHANGELOG.md, 'What moved')
     """
+    if not isinstance(model, pm.Model):
+        raise TypeError(f"fit takes a pymc.Model, got {type(model).__name__}")
     if method in ("laplace", "auto") or isinstance(method, (Laplace, Auto)):
         name = method if isinstance(method, str) else method.name
         given = [name for name, value, default in (

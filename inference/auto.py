@@ -37,9 +37,11 @@ The test (:func:`test`) has two parts.
   ``starts``); where they end at distinct strict modes, a rung whose q has
   less density at one of them (holding at least :data:`MODE_SHARE` of the
   mass by their Laplace estimates) than at every one of its own test draws
-  misses that mode, and fails. ``config["auto"]["modes"]`` lists them. A
-  search from a handful of starts can miss a mode too: a pass means that
-  neither part found a fault, not a proof.
+  misses that mode, and fails (the centring rung's q lives in the
+  rewritten model's space, where no mode is placed: where the search found
+  several, it counts as missing all but one). ``config["auto"]["modes"]``
+  lists them. A search from a handful of starts can miss a mode too: a pass
+  means that neither part found a fault, not a proof.
 
 The rung that passes is returned with ``config["auto"]``, the path (each
 rung's method, its k, the modes it misses, ELBO and seconds), and its draws are importance-resampled
@@ -175,10 +177,19 @@ def _missed(result: FitResult, modes: list, log_q_draws: np.ndarray) -> int:
     mode below its density at every one of its own draws."""
     if len(modes) < 2:
         return 0
-    mass = np.array([m["log_mass"] for m in modes])
-    share = np.exp(mass - np.logaddexp.reduce(mass))
+    share = _shares(modes, keep_all=True)
     at = result.family.log_q(result.params, np.array([m["z"] for m in modes]))
     return int(np.sum((share >= MODE_SHARE) & ~(at >= log_q_draws.min())))
+
+
+def _shares(modes: list, keep_all: bool = False) -> np.ndarray:
+    """Each mode's share of the modes' mass (their Laplace estimates): those of at least :data:`MODE_SHARE`,
+    or with ``keep_all`` every mode's."""
+    if not modes:
+        return np.empty(0)
+    mass = np.array([m["log_mass"] for m in modes])
+    share = np.exp(mass - np.logaddexp.reduce(mass))
+    return share if keep_all else share[share >= MODE_SHARE]
 
 
 def _gaussian(model: pm.Model, laplace: FitResult | None, steps: int, seed: int, progressbar: bool,
@@ -274,9 +285,8 @@ def fit_auto(model: pm.Model, spec: Auto = Auto(), *, steps: int = defaults.STEP
                      **test(result, spec.draws, random_seed, modes if "centring" not in result.config else None)}
             if "centring" in result.config:
                 entry["centring"] = result.config["centring"]
-                # the rewritten model's space is not the modes': a mode the Gaussian missed counts as missed
-                entry["missed_modes"] = max((e.get("missed_modes", 0) for e in path if e["rung"] == "gaussian"),
-                                            default=0)
+                # the rewritten model's space is not the modes': a Gaussian there holds one of them at most
+                entry["missed_modes"] = max(int(_shares(modes or []).size) - 1, 0)
                 entry["passed"] = entry["passed"] and not entry["missed_modes"]
         entry["seconds"] = time.perf_counter() - start
         path.append(entry)

@@ -109,6 +109,8 @@ def interruptible(function):
         signal.signal(signal.SIGINT, note)
         try:
             out = function(*args, **kwargs)
+        except KeyboardInterrupt:  # one traceback, from the call: not chained to whatever it interrupted
+            raise KeyboardInterrupt from None
         finally:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             swallowed = bool(_NOTED)

@@ -145,9 +145,15 @@ def fit_list(fits) -> list[FitResult]:
 
     Raises
     ------
+    TypeError
+        For anything other than a fit or a sequence of fits.
     ValueError
         For no fits, or fits of different models.
     """
+    if not isinstance(fits, (FitResult, list, tuple)) or (
+            not isinstance(fits, FitResult) and not all(isinstance(f, FitResult) for f in fits)):
+        raise TypeError(f"takes a fit (what bnn_zoo.fit returns) or a list of fits of one model, got "
+                        f"{type(fits).__name__}")
     fits = [fits] if isinstance(fits, FitResult) else list(fits)
     if not fits:
         raise ValueError("sample needs at least one fit")
@@ -191,7 +197,7 @@ def draw_z(fits, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
         For no fits, fits of different models, or a bad ``n``.
     """
     fits = fit_list(fits)
-    if not (isinstance(n, (int, np.integer)) and n >= len(fits)):
+    if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= len(fits)):
         raise ValueError(f"need an integer number of draws >= the number of fits ({len(fits)}), got {n!r}")
     rng = np.random.default_rng(seed)
     if len(fits) == 1:

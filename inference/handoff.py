@@ -14,6 +14,7 @@ uses, and returns ArviZ's DataTree.
 from __future__ import annotations
 
 import time
+import warnings
 
 import arviz as az
 import jax
@@ -22,7 +23,7 @@ import numpy as np
 from xarray import DataTree
 
 from bnn_zoo.inference import calls, gaussians
-from bnn_zoo.inference.draws import evaluate_z, fit_list
+from bnn_zoo.inference.draws import evaluate_z
 from bnn_zoo.inference.result import FitResult
 from bnn_zoo.inference.sampling import model_tree, output_names
 
@@ -107,10 +108,8 @@ def nuts(result, draws: int = 1000, *, tune: int = TUNE, chains: int = 4, target
     if not (isinstance(target_accept, (float, int, np.floating, np.integer)) and not isinstance(target_accept, bool)
             and 0 < target_accept < 1):
         raise ValueError(f"nuts' target_accept must be a number in (0, 1), got {target_accept!r}")
-    if not (isinstance(result, FitResult) or (isinstance(result, (list, tuple)) and result
-                                              and all(isinstance(r, FitResult) for r in result))):
+    if not isinstance(result, FitResult):
         raise TypeError(f"nuts takes a fit (what bnn_zoo.fit returns), got {type(result).__name__}")
-    result = fit_list(result)[0]
     model, density = result.model, result.density
     dtype = result.config.get("dtype", "float64")
     data = tuple(jnp.asarray(v.get_value()) for v in model.data_vars)
@@ -134,17 +133,24 @@ def nuts(result, draws: int = 1000, *, tune: int = TUNE, chains: int = 4, target
     stats = {name: np.asarray(extra[key]) for name, key in
              (("diverging", "diverging"), ("n_steps", "num_steps"), ("acceptance_rate", "accept_prob"))}
     free = [rv.name for rv in model.free_RVs]
-    rhat = az.rhat(az.from_dict({"posterior": {name: per_chain[name] for name in free}})["posterior"].to_dataset())
-    rhat_max = float(np.nanmax([float(v.max()) for v in rhat.data_vars.values()])) if chains > 1 else float("nan")
+    rhat_max = float("nan")
+    if chains > 1 and draws >= 4:  # r-hat needs two chains of a few draws each
+        with warnings.catch_warnings():  # ArviZ's shape notes: the verdict below says what matters
+            warnings.simplefilter("ignore")
+            rhat = az.rhat(az.from_dict({"posterior": {n: per_chain[n] for n in free}})["posterior"].to_dataset())
+            rhat_max = float(np.nanmax([float(v.max()) for v in rhat.data_vars.values()]))
     divergences = int(stats["diverging"].sum())
     tree = model_tree(model, {"posterior": {name: per_chain[name] for name in names},
                               "log_likelihood": {o: per_chain[f"loglik:{o}"] for o in observed},
                               "sample_stats": dict(stats, log_p=per_chain["logp"].astype("float64"))},
                       dict(fit_method=result.method, sampler="nuts (numpyro), q's covariance as mass matrix",
                            seconds=seconds, tune=tune, divergences=divergences, rhat_max=rhat_max))
-    if divergences or rhat_max > RHAT_MAX:
+    if divergences or not rhat_max <= RHAT_MAX:
+        rhat_said = (f"largest r-hat {rhat_max:.3f}" + (f" > {RHAT_MAX}" if rhat_max > RHAT_MAX else "")
+                     if np.isfinite(rhat_max) else "r-hat not computed (it needs 2 chains of 4 draws or more), so "
+                     "no check that the chains agree")
         calls.warn(f"bnn_zoo.nuts: {divergences} of {chains * draws} transitions after the warm-up diverged, "
-                      f"largest r-hat {rhat_max:.3f}" + (f" > {RHAT_MAX}" if rhat_max > RHAT_MAX else "")
-                      + ": the draws may not be the posterior's; try target_accept=0.95 or more, a longer tune, "
-                      "or the model's other parameterisation (centred or non-centred)", SamplingWarning)
+                   f"{rhat_said}: the draws may not be the posterior's; try target_accept=0.95 or more, a longer "
+                   "tune, more chains, or the model's other parameterisation (centred or non-centred)",
+                   SamplingWarning)
     return tree

@@ -92,8 +92,9 @@ class Laplace:
         The low-rank curvature's eigenpairs; default ``round(sqrt(dim))``.
     starts : int, default 1
         L-BFGS runs: the first from :func:`bnn_zoo.fit`'s initial point,
-        each further one from it jittered by ``uniform(-JITTER, JITTER)``
-        (:data:`JITTER`). With more than one (and the dense curvature),
+        the further ones by turns from ``uniform(-JITTER, JITTER)`` in every
+        unconstrained value (Stan's and Pathfinder's initial points) and
+        from the initial point jittered by as much (:data:`JITTER`). With more than one (and the dense curvature),
         ``config["modes"]`` lists the distinct strict modes they reached (a
         positive definite Hessian, the gradient's step below ``MODE_NATS``),
         highest first, each with ``z`` (the point), ``log_p``, ``log_mass``
@@ -254,13 +255,15 @@ def _climb(objective, hessian, start: np.ndarray, steps: int, dtype: str, record
 def _modes(objective, hessian, start: np.ndarray, first: tuple, starts: int, steps: int, dtype: str,
            seed: int) -> list[dict]:
     """The distinct strict modes that L-BFGS reaches from ``start`` (``first``: where it ended) and from
-    ``starts - 1`` jittered copies of it, highest first (:class:`Laplace`'s ``starts``)."""
+    ``starts - 1`` others, highest first (:class:`Laplace`'s ``starts``): by turns Stan's and Pathfinder's
+    ``uniform(-JITTER, JITTER)`` of every unconstrained value, and ``start`` jittered by as much (PyMC's
+    initial point can sit in one mode's basin, such as a mixture's mean near its heavier component)."""
     rng = np.random.default_rng([seed, starts])
     ends = [first]
-    for _ in range(starts - 1):
+    for i in range(starts - 1):
+        jitter = rng.uniform(-JITTER, JITTER, start.size)
         try:
-            found, lam, V, _ = _climb(objective, hessian, start + rng.uniform(-JITTER, JITTER, start.size),
-                                      steps, dtype)
+            found, lam, V, _ = _climb(objective, hessian, jitter if i % 2 == 0 else start + jitter, steps, dtype)
         except NonFiniteLossError:  # a start from which the density runs off: no mode there
             continue
         ends.append((found, lam, V))

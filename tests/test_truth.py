@@ -41,6 +41,32 @@ def test_a_q_that_holds_one_of_two_modes_does_not_pass(mu):
         assert "importance_resampled" not in bnn_zoo.sample(result, 4000).attrs  # q's own, and said so
 
 
+def test_a_minor_mode_away_from_the_initial_point_is_found():
+    """1. Weights 0.1 and 0.9 at -5 and 5 (mean 4): PyMC's initial point sits in the heavy mode's basin, and
+    starts jittered around it alone all end there (the Gaussian then passed, resampled, at 4.99). Starts
+    from Stan's uniform(-2, 2) find the other; every rung misses it."""
+    with pm.Model() as model:
+        pm.Mixture("x", w=[0.1, 0.9], comp_dists=[pm.Normal.dist(-5, 1), pm.Normal.dist(5, 1)])
+    with pytest.warns(qcheck.ApproximationWarning, match="separated modes"):
+        result = bnn_zoo.fit(model, method=bnn_zoo.Auto(rungs=("laplace", "gaussian")), steps=1500,
+                             progressbar=False)
+    modes = result.config["auto"]["modes"]
+    assert len(modes) == 2 and not result.config["auto"]["passed"]
+    share = np.exp(np.array([m["log_mass"] for m in modes]) - np.logaddexp.reduce([m["log_mass"] for m in modes]))
+    np.testing.assert_allclose(sorted(share), [0.1, 0.9], atol=0.01)  # the Laplace masses of the two
+
+
+def test_the_centring_rung_does_not_pass_over_modes_it_cannot_see():
+    """1. rungs=("centring",) on a bimodal hierarchy: its q lives in the rewritten space, where the found
+    modes are not placed; with two of them it cannot pass."""
+    with pm.Model() as model:
+        mu = pm.Mixture("mu", w=[0.5, 0.5], comp_dists=[pm.Normal.dist(-8, 1), pm.Normal.dist(8, 1)])
+        pm.Normal("th", mu, 3)
+    with pytest.warns(qcheck.ApproximationWarning, match="separated modes"):
+        result = bnn_zoo.fit(model, method=bnn_zoo.Auto(rungs=("centring",)), steps=3000, progressbar=False)
+    assert not result.config["auto"]["passed"] and result.config["auto"]["path"][-1]["missed_modes"] == 1
+
+
 def _neal_funnel() -> pm.Model:
     with pm.Model() as model:
         v = pm.Normal("v", 0, 3)
@@ -198,6 +224,10 @@ def test_nuts_says_when_its_draws_are_in_question():
                                                      r"warm-up diverged, largest r-hat"):
         idata = bnn_zoo.nuts(fit, 200, tune=50, chains=2, target_accept=0.6)
     assert idata.attrs["divergences"] == int(idata["sample_stats"]["diverging"].sum()) > 0
+    with pytest.warns(handoff.SamplingWarning, match=r"r-hat not computed \(it needs 2 chains of 4 draws or "
+                                                     r"more\), so no check that the chains agree"):
+        one = bnn_zoo.nuts(bnn_zoo.fit(_mixture(4), method="laplace"), 50, tune=50, chains=1)
+    assert np.isnan(one.attrs["rhat_max"])
 
 
 def test_a_ctrl_c_that_a_callback_swallows_still_ends_the_call():
@@ -322,6 +352,11 @@ def test_refusals_are_one_line():
         bnn_zoo.fit(model, method="flow", steps=-5)
     with pytest.raises(TypeError, match=r"^nuts takes a fit \(what bnn_zoo\.fit returns\), got str$"):
         bnn_zoo.nuts("not a result")
+    with pytest.raises(TypeError, match=r"^fit takes a pymc\.Model, got NoneType$"):
+        bnn_zoo.fit(None)
+    with pytest.raises(TypeError, match=r"^takes a fit \(what bnn_zoo\.fit returns\) or a list of fits of one "
+                                        r"model, got str$"):
+        bnn_zoo.sample("not a result")
     with pytest.raises(ValueError, match=r"^path_table takes what bnn_zoo\.fit\(model, method='auto'\) "
                                          r"returned, got NoneType$"):
         bnn_zoo.path_table(None)
@@ -330,7 +365,11 @@ def test_refusals_are_one_line():
     spec = bnn_zoo.Auto(rungs=["laplace", "gaussian"])
     assert spec.rungs == ("laplace", "gaussian") and hash(spec) == hash(bnn_zoo.Auto(rungs=("laplace", "gaussian")))
     fit = bnn_zoo.fit(model, method="laplace")
-    idata = bnn_zoo.nuts(fit, 20, tune=20, chains=1, target_accept=np.float32(0.8))  # a NumPy float is a float
+    with pytest.raises(ValueError, match="need an integer number of draws"):
+        bnn_zoo.sample(fit, True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", handoff.SamplingWarning)  # one chain: no r-hat, said
+        idata = bnn_zoo.nuts(fit, 20, tune=20, chains=1, target_accept=np.float32(0.8))  # a NumPy float
     assert idata["posterior"]["x"].shape == (1, 20)
 
 
