@@ -33,7 +33,8 @@ The test (:func:`test`) has two parts.
   it the more draws one looks at, a good q does not.
 - **The modes q reaches.** k cannot see a mode q never draws from. Before
   the first rung, L-BFGS runs from :data:`MODE_STARTS` starts (the model's
-  initial point, and jittered copies of it: :class:`~bnn_zoo.inference.laplace.Laplace`'s
+  initial point, then by turns Stan's ``uniform(-2, 2)`` and the initial
+  point jittered by as much: :class:`~bnn_zoo.inference.laplace.Laplace`'s
   ``starts``); where they end at distinct strict modes, a rung whose q has
   less density at one of them (holding at least :data:`MODE_SHARE` of the
   mass by their Laplace estimates) than at every one of its own test draws
