@@ -221,10 +221,10 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
              "fit_method": result.method, "draws_from": f"{len(fits)} fit(s)"}
     if judged:
         # the verdict rests on enough draws (qcheck.VERDICT_DRAWS): more of q's, their log p alone, where fewer are kept
-        more = max(qcheck.VERDICT_DRAWS - len(z), len(fits) if len(z) < qcheck.VERDICT_DRAWS else 0)
+        more = max(qcheck.VERDICT_DRAWS - len(z), 0)
         extra_p, extra_q = np.empty(0), np.empty(0)
-        if more > 0:
-            z_more, extra_q = draw_z(fits, more, [random_seed, more])
+        if more:  # (at least one draw of each fit of a mixture)
+            z_more, extra_q = draw_z(fits, max(more, len(fits)), [random_seed, more])
             extra_p = evaluate_z(result, z_more, ("logp",))["logp"].astype("float64")
         k, log_w = qcheck.q_pareto_k(np.concatenate([log_p, extra_p]), np.concatenate([log_q, extra_q]))
         log_w = _normalised(log_w[: len(z)])  # the kept draws' weights (k = -inf: q exact, equal weights)
