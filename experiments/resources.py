@@ -13,13 +13,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import multiprocessing
 import os
 import resource
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+
+import psutil
 
 from bnn_zoo.experiments.flags import UsageError
 from bnn_zoo.experiments.runtime import hold_interrupts, worker_xla_flags, xla_flags
@@ -105,15 +106,14 @@ def cluster(args):
     logging.getLogger("distributed.nanny").setLevel(logging.ERROR)
     scratch = tempfile.mkdtemp(prefix="bnn-zoo-dask-")  # the workers' folder, removed with them
     client = cluster = None
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
 
     def close():
         if client is not None:
             client.close()
         if cluster is not None:
             cluster.close()
-        for worker in multiprocessing.active_children():  # one still inside a compiled loop: not left behind
-            worker.kill()
-            worker.join(5)
+        _kill_new_descendants(before)  # a worker still inside a compiled loop: not left behind
         shutil.rmtree(scratch, ignore_errors=True)
 
     try:
@@ -127,6 +127,18 @@ def cluster(args):
         close()
         raise
     return client, close
+
+
+def _kill_new_descendants(before: set) -> None:
+    """Kill the processes below this one that ``before`` (their ids before the cluster started) does not hold,
+    and reap them: a worker that Dask let go of while it was still inside a compiled loop is one of them."""
+    new = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    for process in new:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(new, timeout=5)
 
 
 def _quiet_worker_close() -> None:
