@@ -307,7 +307,8 @@ def fit_auto(model: pm.Model, spec: Auto = Auto(), *, steps: int = defaults.STEP
                          importance_resampled=passed)
     if not passed:
         stopped = " (the budget stopped it)" if len(path) < len(planned) else ""
-        several = (f"; the posterior has {len(modes)} separated modes (L-BFGS from {MODE_STARTS} starts), and "
+        several = (f"; the posterior has at least {len(modes)} separated modes (L-BFGS from {MODE_STARTS} "
+                   "starts), and "
                    "no rung's q reaches them all: neither q's draws nor NUTS's chains, which do not cross between "
                    "modes, weigh them" if any(e.get("missed_modes") for e in path) else "")
         calls.warn(f"method='auto': no rung passed its test{stopped}: "

@@ -145,12 +145,15 @@ def nuts(result, draws: int = 1000, *, tune: int = TUNE, chains: int = 4, target
                               "sample_stats": dict(stats, log_p=per_chain["logp"].astype("float64"))},
                       dict(fit_method=result.method, sampler="nuts (numpyro), q's covariance as mass matrix",
                            seconds=seconds, tune=tune, divergences=divergences, rhat_max=rhat_max))
-    if divergences or not rhat_max <= RHAT_MAX:
-        rhat_said = (f"largest r-hat {rhat_max:.3f}" + (f" > {RHAT_MAX}" if rhat_max > RHAT_MAX else "")
-                     if np.isfinite(rhat_max) else "r-hat not computed (it needs 2 chains of 4 draws or more), so "
-                     "no check that the chains agree")
-        calls.warn(f"bnn_zoo.nuts: {divergences} of {chains * draws} transitions after the warm-up diverged, "
-                   f"{rhat_said}: the draws may not be the posterior's; try target_accept=0.95 or more, a longer "
-                   "tune, more chains, or the model's other parameterisation (centred or non-centred)",
-                   SamplingWarning)
+    found = []
+    if divergences:
+        found.append(f"{divergences} of {chains * draws} transitions after the warm-up diverged (try target_accept="
+                     "0.95 or more, or the model's other parameterisation, centred or non-centred)")
+    if rhat_max > RHAT_MAX:
+        found.append(f"the largest r-hat is {rhat_max:.3f} > {RHAT_MAX} (try a longer tune or more draws)")
+    elif not np.isfinite(rhat_max):
+        found.append("r-hat was not computed, so nothing checks that the chains agree (it needs chains=2 or more "
+                     "of 4 draws or more)")
+    if found:
+        calls.warn(f"bnn_zoo.nuts: {'; '.join(found)}: the draws may not be the posterior's", SamplingWarning)
     return tree

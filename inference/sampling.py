@@ -229,16 +229,14 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
         k, log_w = qcheck.q_pareto_k(np.concatenate([log_p, extra_p]), np.concatenate([log_q, extra_q]))
         log_w = _normalised(log_w[: len(z)])  # the kept draws' weights (k = -inf: q exact, equal weights)
         n_judged = len(z) + len(extra_p)
-        qcheck.warn_if_poor(k, result.method, len(fits), draws=n_judged,
-                            impossible=qcheck.zero_density(np.concatenate([log_p, extra_p])),
-                            advice=_advice(result))
+        impossible = qcheck.zero_density(np.concatenate([log_p, extra_p]))
+        failed = [f for f in fits if f.config.get("auto") and not f.config["auto"]["passed"]]
+        for fit in failed:  # auto's verdict travels with its q's draws, whatever k these draws give
+            _repeat_auto_verdict(fit)
+        if impossible or not failed:
+            qcheck.warn_if_poor(k, result.method, len(fits), draws=n_judged, impossible=impossible,
+                                advice=_advice(result))
         attrs[qcheck.DRAWS_NAME] = n_judged
-        auto = result.config.get("auto") if len(fits) == 1 else None
-        missed = auto["path"][auto["returned"]].get("missed_modes", 0) if auto else 0
-        if missed:  # k cannot see it: the mode search did
-            calls.warn(f"the {result.method!r} fit misses {missed} of the {len(auto['modes'])} modes method='auto' "
-                       f"found (config['auto']['modes']), whatever its {qcheck.NAME}: its draws are of part of the "
-                       "posterior, and no reweighting mends that", qcheck.ApproximationWarning)
     if resample:
         passed = qcheck.verdict(k, n_judged).startswith("passes")
         if passed:  # method="auto" passed: draws of the PSIS-weighted posterior
@@ -314,14 +312,31 @@ def _normalised(log_w: np.ndarray) -> np.ndarray:
     return log_w - np.logaddexp.reduce(log_w) if np.isfinite(log_w).all() else log_w
 
 
+def _repeat_auto_verdict(result: FitResult) -> None:
+    """Warn that ``result`` is what ``method="auto"`` returned when no rung passed, and why it failed."""
+    auto = result.config["auto"]
+    entry = auto["path"][auto["returned"]]
+    missed = entry.get("missed_modes", 0)
+    why = (f"misses {missed} of the {len(auto['modes'])} (at least) modes its search found "
+           "(config['auto']['modes'])" if missed else
+           f"failed its test ({qcheck.NAME} {entry['q_pareto_k']:.2f} on {entry.get('draws', auto['draws']):,} draws)")
+    calls.warn(f"this {result.method!r} fit is what method='auto' returned when no rung passed: its q {why}, "
+               f"whatever the {qcheck.NAME} of these draws; they are q's own, not the posterior's: "
+               "bnn_zoo.nuts(result) hands off to NUTS" + (", though its chains do not cross between modes either"
+                                                           if missed else ""), qcheck.ApproximationWarning)
+
+
 def _advice(result: FitResult) -> str:
     """What to try after ``result``'s method, knowing whether it learned centring and whether the model has a
-    hierarchy for it (:func:`~bnn_zoo.inference.qcheck.next_step`)."""
+    hierarchy for it (:func:`~bnn_zoo.inference.qcheck.next_step`); after ``method="auto"``, the hand-off."""
     from bnn_zoo.inference.families.centring import candidates
 
+    if "auto" in result.config:
+        return qcheck.NEXT["flow"]
+
     centred = "centring" in result.config
-    return qcheck.next_step(result.method, centred=centred,
-                            hierarchy=result.method == "fullrank_advi" and not centred and bool(candidates(result.model)))
+    hierarchy = result.method == "fullrank_advi" and not centred and bool(candidates(result.model))
+    return qcheck.next_step(result.method, centred=centred, hierarchy=hierarchy)
 
 
 def model_coords(model: pm.Model) -> dict:
