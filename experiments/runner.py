@@ -177,7 +177,8 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
     # The library decides what each method is (inference.methods); the run asks for it by name. A
     # family that bnn_zoo.fit starts from a mean-field fit (full rank) starts here from one made with
     # --lr, then runs its own phase with --fullrank-lr and the same steps (docs/user_guide/engine.md,
-    # "Defaults and why"): from its own narrow start it diverges at the mean-field rate.
+    # "Defaults and why"): from its own narrow start it diverges at the mean-field rate. fit records
+    # the mean-field phase (its steps, ELBO and seconds) as it does for a warm start of its own.
     method = methods.spec(cfg.method, cfg.init_std)
     first = bnn_zoo.MeanField(init_std=cfg.init_std) if cfg.method in methods.WARM_STARTED else method
 
@@ -186,9 +187,7 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
             return fit
         richer = bnn_zoo.fit(model, method=method, init=fit, optimizer=optimizer(cfg.fullrank_lr),
                              random_seed=fit.config["seed"], progressbar=cfg.progress, **shared)
-        richer.seconds += fit.seconds
-        richer.config.update(warm_start=len(fit.elbo), warm_start_elbo_final=fit.elbo_final,
-                             **{k: fit.config[k] for k in ("picked_restart", "pick_elbos") if k in fit.config})
+        richer.config.update({k: fit.config[k] for k in ("picked_restart", "pick_elbos") if k in fit.config})
         return richer
 
     def one_fit(k, running, resume):
@@ -224,8 +223,9 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
         idata = bnn_zoo.sample(chosen, cfg.draws, random_seed=cfg.seed, log_likelihood=exp.loo, var_names=())
     evaluation = exp.evaluate(cfg, data, chosen, idata)
     stats = idata["sample_stats"]
-    ratio = (stats["log_p"] - stats["log_q"]).values.ravel()  # the ELBO of q (of the mixture, for several)
-    q_elbo_mean = float(ratio.mean()) if np.isfinite(ratio).all() else None
+    # The ELBO of q (of the mixture, for several), from the draws above
+    q_elbo_mean, q_elbo_se = (None if np.isnan(v) else v for v in restarts.draws_elbo(
+        stats["log_p"].values.ravel(), stats["log_q"].values.ravel()))
     predict_seconds = time.perf_counter() - t0
     if not exp.keep_posterior:
         del idata["posterior"]
@@ -240,8 +240,7 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
         **evaluation.metrics,
         "elbo_final": float(np.mean([f.elbo_final for f in chosen])),
         qcheck.NAME: float(idata.attrs.get(qcheck.NAME, np.nan)),
-        "elbo_q": q_elbo_mean,
-        "elbo_q_se": float(ratio.std(ddof=1) / np.sqrt(len(ratio))) if q_elbo_mean is not None else None,
+        "elbo_q": q_elbo_mean, "elbo_q_se": q_elbo_se,
         "elbo_restarts": elbos, "picked_restart": picked,
         "fit_seconds": float(sum(f.seconds for f in fits)),
         "ms_per_step": float(np.mean([f.ms_per_step for f in fits])) if min(ran) > 1 else None,

@@ -29,9 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnn_zoo.evaluation import metrics
-from bnn_zoo.inference import gaussians, psis
+from bnn_zoo.inference import gaussians, psis, restarts
 from bnn_zoo.inference.batch import draws_mean
-from bnn_zoo.inference import restarts
 from bnn_zoo.inference.restarts import ELBO_DRAWS
 
 __all__ = ["Timing", "fits_at_once", "fold_scores", "noise", "score"]
@@ -82,6 +81,21 @@ def _run(density, key, fn, args, timing: Timing) -> dict:
     return out
 
 
+def _map_fits(density, key, one, args: dict, timing: Timing) -> dict:
+    """``one`` (a fit's outputs from its inputs) mapped over the fits as one program: compiled once
+    per ``key`` and shapes (:func:`fits_at_once` side by side), then run."""
+    def program(args):
+        return jax.lax.map(one, args, batch_size=min(fits_at_once(), len(args["y"])))
+
+    return _run(density, key, program, (args,), timing)
+
+
+def _predictive(density, draws: int):
+    """``(z, data) -> p``: the posterior predictive mean over ``draws`` draws ``z`` at ``data``'s points."""
+    mean_p, dtype = draws_mean(density, "p", draws), density.layout.slots[0][3]
+    return lambda z, data: mean_p(z.astype(dtype), data).astype("float64")
+
+
 def _on_draws(density, outputs, z, data):
     """``outputs`` of the model at each draw (row) of ``z``, as float64, in blocks of 100 draws."""
     select, unflatten = density.select(outputs), density.layout.unflatten
@@ -103,7 +117,7 @@ def _chosen(density, x, pick: bool):
 
     def elbo(q):
         z, log_q = gaussians.transform(*q, x["eps_pick"], jnp)
-        return jnp.mean(_on_draws(density, ("logp",), z, x["train"])[0] - log_q)
+        return restarts.draws_elbo(_on_draws(density, ("logp",), z, x["train"])[0], log_q, jnp)[0]
 
     elbos = jax.lax.map(elbo, x["q"])
     k = restarts.best(elbos, jnp)
@@ -165,23 +179,19 @@ def score(density, observed: str, qs, train, test, y_test, seeds, draws: int, pi
         raise ValueError(f"PSIS-LOO needs at least {psis.MIN_DRAWS} draws, got {draws}")
     timing = timing or Timing()
     args = _inputs(qs, seeds, draws, pick, train=tuple(train), test=tuple(test), y=np.asarray(y_test))
-    mean_p = draws_mean(density, "p", draws)
-    dtype = density.layout.slots[0][3]
+    predictive = _predictive(density, draws)
 
     def one(x):
         q, picked = _chosen(density, x, pick)
         z, log_q = gaussians.transform(*q, x["eps"], jnp)
         log_p, log_lik = _on_draws(density, ("logp", f"loglik:{observed}"), z, x["train"])
         elpd_i, k_i, p_loo_i, flat = psis.pointwise(log_lik, log_p, log_q)
-        p = mean_p(z.astype(dtype), x["test"]).astype("float64")
+        p = predictive(z, x["test"])
         return {**picked, "log_p": log_p, "log_q": log_q, "elpd_i": elpd_i, "pareto_k": k_i,
                 "p_loo_i": p_loo_i, "flat": flat, "lppd_i": metrics.log_predictive(p, x["y"], jnp),
                 **metrics.scores(p, x["y"], jnp)}
 
-    def program(args):
-        return jax.lax.map(one, args, batch_size=min(fits_at_once(), len(args["y"])))
-
-    return _run(density, ("sweep_score", observed, draws, pick), program, (args,), timing)
+    return _map_fits(density, ("sweep_score", observed, draws, pick), one, args, timing)
 
 
 def fold_scores(density, qs, train, held, y_held, seeds, draws: int, pick: bool,
@@ -217,14 +227,10 @@ def fold_scores(density, qs, train, held, y_held, seeds, draws: int, pick: bool,
     """
     timing = timing or Timing()
     args = _inputs(qs, seeds, draws, pick, train=tuple(train), held=tuple(held), y=np.asarray(y_held))
-    mean_p = draws_mean(density, "p", draws)
-    dtype = density.layout.slots[0][3]
+    predictive = _predictive(density, draws)
 
     def one(x):
         z, _ = gaussians.transform(*_chosen(density, x, pick)[0], x["eps"], jnp)
-        return metrics.log_predictive(mean_p(z.astype(dtype), x["held"]).astype("float64"), x["y"], jnp)
+        return metrics.log_predictive(predictive(z, x["held"]), x["y"], jnp)
 
-    def program(args):
-        return jax.lax.map(one, args, batch_size=min(fits_at_once(), len(args["y"])))
-
-    return _run(density, ("sweep_folds", draws, pick), program, (args,), timing)
+    return _map_fits(density, ("sweep_folds", draws, pick), one, args, timing)

@@ -23,6 +23,7 @@ from bnn_zoo.experiments import sweep_eval
 from bnn_zoo.experiments import toy_priors as toy
 from bnn_zoo.experiments.runner import make_optimizer
 from bnn_zoo.experiments.sweep_spec import KEY_FIELDS, fit_key
+from bnn_zoo.inference import restarts
 
 __all__ = ["Batch", "bayes_task", "evaluate", "fit_task", "folds", "kfold_elpd", "kfold_task", "scores"]
 
@@ -314,7 +315,6 @@ def scores(out: dict) -> dict:
     """
     from arviz_stats.base import array_stats
 
-    ratio = out["log_p"] - out["log_q"]
     finite = bool(np.isfinite(out["log_p"]).all() and np.isfinite(out["log_q"]).all())
     loo = {}
     if finite:
@@ -331,8 +331,8 @@ def scores(out: dict) -> dict:
     return {
         **{name: value if predicted else None for name, value in test.items()},
         **{k: loo.get(k) for k in ("elpd_loo", "elpd_loo_se", "p_loo", "pareto_k_max", "pareto_k_bad_share")},
-        "elbo_q": float(ratio.mean()) if np.isfinite(ratio).all() else None,
-        "elbo_q_se": float(ratio.std(ddof=1) / np.sqrt(len(ratio))) if np.isfinite(ratio).all() else None,
+        **dict(zip(("elbo_q", "elbo_q_se"), (None if np.isnan(v) else v for v in
+                                             restarts.draws_elbo(out["log_p"], out["log_q"])))),
     }
 
 

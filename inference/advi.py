@@ -28,7 +28,6 @@ from bnn_zoo.inference import checkpoint as ckpt
 from bnn_zoo.inference import calls, defaults, methods, optim
 from bnn_zoo.inference.checkpoint import Checkpoint
 from bnn_zoo.inference.engine import CHUNK
-from bnn_zoo.inference.jaxmodel import Layout
 from bnn_zoo.inference.auto import Auto, fit_auto
 from bnn_zoo.inference.laplace import Laplace, fit_laplace
 from bnn_zoo.inference.minibatch import unwrap as unwrap_minibatch
@@ -113,7 +112,7 @@ def fit(
         Any optax optimizer; learning-rate schedules are optax schedules
         (``optax.adam(optax.cosine_decay_schedule(0.01, steps))``; with a rate
         that decays to near zero, set ``average=0``). Default: Adam at a
-        constant 0.01 (:func:`bnn_zoo.inference.defaults.optimizer`).
+        constant 0.01 (:func:`bnn_zoo.inference.optim.default`).
     objective : ELBO, optional
         The objective as a value: ``bnn_zoo.ELBO(beta=..., kl_weighting=...,
         mc_samples=..., estimator=..., path_derivative=...)``. Default
@@ -135,7 +134,10 @@ def fit(
         the objective says otherwise. On a badly conditioned posterior, a
         Laplace fit that passed its test of the mode is the start to give
         (docs/user_guide/families.md); one that did not is refused. The
-        model must have the same variables and shapes.
+        model must have the same variables and shapes. A full-rank fit from
+        a mean-field one is a warm start made by hand, recorded as
+        ``fit``'s own: ``seconds`` counts both phases, and ``config`` has
+        ``warm_start`` and ``warm_start_elbo_final``.
     average : float, optional
         Share of the final steps whose iterates are averaged into the result
         (Polyak-Ruppert), in [0, 1). Use 0 with a decaying schedule. Default
@@ -271,8 +273,11 @@ def fit(
         return _warm_started(model, method, steps=steps, optimizer=optimizer, objective=objective, **settings)
     if family.name == "fullrank_advi" and objective.path_derivative is None:
         objective = dataclasses.replace(objective, path_derivative=True)
-    return _run(model, method, steps=steps, optimizer=optimizer, objective=objective, init=init,
-                checkpoint=checkpoint, **settings)
+    result = _run(model, method, steps=steps, optimizer=optimizer, objective=objective, init=init,
+                  checkpoint=checkpoint, **settings)
+    if family.name in methods.WARM_STARTED and init is not None and init.method == "advi":
+        return _after_warm_start(result, init)  # the warm start made by hand: recorded as fit's own
+    return result
 
 
 def _centred(model, centring, batch_size, init) -> tuple:
@@ -318,16 +323,24 @@ def _warm_started(model, method, *, steps, optimizer, objective, **settings) -> 
         objective = dataclasses.replace(objective, path_derivative=True)
     full = _run(model, "fullrank_advi", steps=steps - n_warm, optimizer=optimizer, objective=objective,
                 init=warm, checkpoint=None, **settings)
+    full.config["init_std"] = init_std
+    return _after_warm_start(full, warm)
+
+
+def _after_warm_start(full: FitResult, warm: FitResult) -> FitResult:
+    """``full``, the full-rank phase, with its mean-field phase ``warm`` recorded: both phases' seconds,
+    ``config["warm_start"]`` (the mean-field steps) and ``warm_start_elbo_final``; whether ``fit`` made
+    the warm start or was handed it as ``init``."""
     full.seconds += warm.seconds
-    full.config = dict(full.config, init_std=init_std, warm_start=n_warm, warm_start_elbo_final=warm.elbo_final)
+    full.config = dict(full.config, warm_start=len(warm.elbo), warm_start_elbo_final=warm.elbo_final)
     return full
 
 
 def _flow(model, method, *, steps, optimizer, objective, init, checkpoint, **settings) -> FitResult:
     """A flow on ``init``'s Gaussian, or on one fitted first in ``FLOW_START`` of the steps.
 
-    The Gaussian is full rank up to ``AUTO_FULL_RANK_MAX`` values, mean-field
-    above; the flow's coupling layers start at the identity, so the flow
+    The Gaussian is :func:`~bnn_zoo.inference.methods.gaussian_for`'s; the
+    flow's coupling layers start at the identity, so the flow
     starts as that Gaussian. Its ELBO trace is the flow's phase; ``config``
     records the start's method, steps and final ELBO.
     """
@@ -337,9 +350,7 @@ def _flow(model, method, *, steps, optimizer, objective, init, checkpoint, **set
         start_steps = max(2, int(round(defaults.FLOW_START * steps)))
         if start_steps >= steps:
             raise ValueError(f"steps={steps} leave no flow steps after its Gaussian start of {start_steps}")
-        dim = sum(int(np.prod(shape, dtype=int)) for _, _, shape, _ in
-                  Layout.of(model, model.initial_point()).slots)
-        gaussian = "fullrank_advi" if dim <= defaults.AUTO_FULL_RANK_MAX else "advi"
+        gaussian = methods.gaussian_for(model, "flow")
         with warnings.catch_warnings():  # the start is not the result
             warnings.simplefilter("ignore", ConvergenceWarning)
             init = fit(model, method=gaussian, steps=start_steps, objective=dataclasses.replace(

@@ -6,9 +6,10 @@ passes its test (:data:`RUNGS`):
 1. ``"laplace"``: the mode (L-BFGS, then Newton where it stopped short) and
    the curvature there: seconds, and exact for a Gaussian posterior however
    badly conditioned.
-2. ``"gaussian"``: a Gaussian sized to the model, fitted by ADVI: full rank
-   up to :data:`~bnn_zoo.inference.defaults.AUTO_FULL_RANK_MAX` values, low
-   rank above, started from the Laplace fit where that reached its mode (its
+2. ``"gaussian"``: a Gaussian sized to the model, fitted by ADVI
+   (:func:`~bnn_zoo.inference.methods.gaussian_for`: full rank up to
+   :data:`~bnn_zoo.inference.defaults.AUTO_FULL_RANK_MAX` values, low rank
+   above), started from the Laplace fit where that reached its mode (its
    whole factor: what gets full rank to a badly conditioned posterior), else
    from its own start.
 3. ``"centring"``: the same Gaussian with learned centring
@@ -64,7 +65,7 @@ from typing import ClassVar
 import numpy as np
 import pymc as pm
 
-from bnn_zoo.inference import calls, defaults, methods, qcheck
+from bnn_zoo.inference import calls, defaults, methods, qcheck, restarts
 from bnn_zoo.inference.families.centring import candidates
 from bnn_zoo.inference.laplace import Laplace
 from bnn_zoo.inference.draws import draw_z, evaluate_z
@@ -161,10 +162,9 @@ def test(result: FitResult, draws: int, seed: int, modes: list | None = None) ->
         k_more = qcheck.q_pareto_k(evaluate_z(result, z_more, ("logp",))["logp"].astype("float64"), log_q_more)[0]
         k_rule, drawn = _worst([k_rule, k_more]), drawn + MORE * draws
     missed = _missed(result, modes or [], log_q)
-    finite = np.isfinite(log_p)
+    elbo = restarts.draws_elbo(log_p, log_q)[0]
     return {"q_pareto_k": k_rule, "q_pareto_k_first": k_all, "q_pareto_k_halves": halves, "q_pareto_k_more": k_more,
-            "draws": drawn, "missed_modes": missed,
-            "elbo": float(np.mean(log_p - log_q)) if finite.all() else float("-inf"),
+            "draws": drawn, "missed_modes": missed, "elbo": float("-inf") if np.isnan(elbo) else elbo,
             "passed": bool(k_rule <= qcheck.K_WARN and not missed)}
 
 
@@ -197,8 +197,7 @@ def _gaussian(model: pm.Model, laplace: FitResult | None, steps: int, seed: int,
               centring: bool = False) -> FitResult:
     from bnn_zoo.inference.advi import fit
 
-    dim = sum(int(np.size(v)) for v in model.initial_point().values())
-    method = "fullrank_advi" if dim <= defaults.AUTO_FULL_RANK_MAX else "lowrank_advi"
+    method = methods.gaussian_for(model, "auto")
     start = laplace if laplace is not None and laplace.convergence.converged else None
     if centring or method == "lowrank_advi":
         start = None  # another space (the rewritten model's), or only the marginal sds: its own start

@@ -33,7 +33,7 @@ from bnn_zoo.inference.engine import CHUNK, steps_per_epoch
 from bnn_zoo.inference.jaxmodel import Layout, ModelFunction, compile_model
 from bnn_zoo.inference.minibatch import minibatch_plan
 from bnn_zoo.inference.objective import ELBO, kl_schedule
-from bnn_zoo.inference.prepare import check_settings, compiled_steps, model_dtype
+from bnn_zoo.inference.prepare import check_settings, compiled_steps, model_dtype, settings_record
 from bnn_zoo.inference.starts import given_initvals, initial_mean
 from bnn_zoo.inference.result import FitResult, warn_unless_converged
 
@@ -163,7 +163,7 @@ def run_stacked(model: pm.Model, density: ModelFunction, means: np.ndarray, data
     steps : int, default bnn_zoo.inference.defaults.STEPS
         Optimisation steps.
     optimizer : optax.GradientTransformation, optional
-        Default: :func:`bnn_zoo.inference.defaults.optimizer`.
+        Default: :func:`bnn_zoo.inference.optim.default`.
     objective : ELBO, optional
         The objective; default ``ELBO()``.
     batch_size : int, optional
@@ -237,11 +237,9 @@ def run_stacked(model: pm.Model, density: ModelFunction, means: np.ndarray, data
     return Stacked(params={name: np.asarray(value) for name, value in state.fitted.items()},
                    elbo=np.concatenate(traces, axis=1), seconds=time.perf_counter() - t0,
                    compile_seconds=first_chunk - t0,
-                   config=dict(method=family.name, steps=steps, optimizer=description,
-                               batch_size=batch_size, beta=objective.beta, kl_weighting=kl_key,
-                               mc_samples=objective.mc_samples, dtype=dtype, init_std=init_std, average=average,
-                               resumed_at=0, path_derivative=bool(objective.path_derivative),
-                               estimator=objective.estimator, history=[[0, description]],
+                   config=dict(settings_record(model, family, objective, batch_size=batch_size, sliced=sliced,
+                                               kl_key=kl_key, dtype=dtype, average=average, init_std=init_std),
+                               steps=steps, optimizer=description, resumed_at=0, history=[[0, description]],
                                batched_with=len(seeds), restarts=restarts, pick_at=pick_at, pick_step=at),
                    picked=picked, pick_scores=scores)
 
@@ -284,7 +282,7 @@ def fit_many(models: Sequence[pm.Model], *, method="advi", steps: int = defaults
     steps : int, default bnn_zoo.inference.defaults.STEPS
         Optimisation steps of each fit.
     optimizer : optax.GradientTransformation, optional
-        Default: :func:`bnn_zoo.inference.defaults.optimizer`.
+        Default: :func:`bnn_zoo.inference.optim.default`.
     objective : ELBO, optional
         The objective; default ``ELBO()``.
     batch_size : int, optional

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 __all__ = ["AVERAGE", "CHECKPOINT_EVERY", "DRAWS", "FINAL", "FULLRANK_LEARNING_RATE", "FULLRANK_RATE_AT_DIM_1", "INIT_STD",
            "LEARNING_RATE", "OPTIMIZER", "PICK_AT", "RESTARTS", "SCHEDULE", "STEPS", "WARM_START",
-           "fullrank_learning_rate", "optimizer", "table"]
+           "full_rank", "fullrank_learning_rate", "table"]
 
 #: Optimisation steps of a fit.
 STEPS = 20_000
@@ -48,9 +48,24 @@ FULLRANK_RATE_AT_DIM_1 = 0.02
 #: Learned centring's logits: Adam at this constant rate, whatever q's optimizer (they travel several
 #: units from lambda = 0.5 to either form).
 CENTRING_LEARNING_RATE = 0.05
-#: ``method="auto"``'s Gaussian rung is full rank up to this many unconstrained values, low rank above
-#: (a dense factor of 2,000 values is 2 million parameters, and its step O(dim^2)).
+#: The most unconstrained values for which the library picks a dense (full-rank) Gaussian itself
+#: (:func:`full_rank`): a dense factor of 2,000 values is 2 million parameters, and its step O(dim^2).
 AUTO_FULL_RANK_MAX = 2000
+
+
+def full_rank(dim: int) -> bool:
+    """Whether the library picks a dense Gaussian for a model of ``dim`` unconstrained values.
+
+    The one size rule behind every Gaussian the library chooses: ``method="auto"``'s Gaussian
+    rung (low rank above), a flow's start without ``init`` (mean-field above) and a flow's
+    factor (its sds above). Dense up to :data:`AUTO_FULL_RANK_MAX` values.
+
+    Examples
+    --------
+    >>> full_rank(751), full_rank(10_000)
+    (True, False)
+    """
+    return dim <= AUTO_FULL_RANK_MAX
 
 
 #: A flow's coupling layers (``bnn_zoo.Flow``), and the units of each of their networks' two hidden layers:
@@ -93,32 +108,6 @@ def fullrank_learning_rate(dim: int) -> float:
     return min(FULLRANK_LEARNING_RATE, FULLRANK_RATE_AT_DIM_1 / dim**0.5)
 
 
-def optimizer(steps: int, learning_rate: float = LEARNING_RATE):
-    """The default optimizer for a fit of ``steps`` steps.
-
-    Parameters
-    ----------
-    steps : int
-        The fit's steps (the length of a decaying schedule).
-    learning_rate : float, default LEARNING_RATE
-        The initial learning rate.
-
-    Returns
-    -------
-    bnn_zoo.inference.optim.Described
-        :data:`OPTIMIZER` on :data:`SCHEDULE`, e.g. ``"adam(lr=constant(0.01))"``.
-
-    Examples
-    --------
-    >>> from bnn_zoo.inference import defaults
-    >>> defaults.optimizer(10_000).description
-    'adam(lr=constant(0.01))'
-    """
-    from bnn_zoo.inference import optim
-
-    return optim.make(OPTIMIZER, learning_rate, steps, schedule_kind=SCHEDULE, final=FINAL)
-
-
 def table() -> list[tuple[str, str, str]]:
     """The defaults as the documentation prints them.
 
@@ -149,5 +138,5 @@ def table() -> list[tuple[str, str, str]]:
         ("flow", f"{FLOW_LAYERS} coupling layers of 2x{FLOW_HIDDEN} units, learning rate {FLOW_LEARNING_RATE:g}, "
          f"average {FLOW_AVERAGE:g}; without init, {FLOW_START:g} of the steps on its Gaussian start",
          "method='flow'"),
-        ("auto's full rank", f"up to {AUTO_FULL_RANK_MAX} values", "method='auto': its Gaussian rung, low rank above"),
+        ("full rank", f"up to {AUTO_FULL_RANK_MAX} values", "where the library picks the Gaussian (auto's rung, a flow's start)"),
     ]

@@ -22,8 +22,8 @@ from bnn_zoo.inference import defaults
 from bnn_zoo.inference.families import FAMILIES, Family, check_rank_setting, low_rank
 from bnn_zoo.inference.families.flow import flow
 
-__all__ = ["METHODS", "SINGLE", "WARM_STARTED", "Flow", "FullRank", "LowRank", "MeanField", "flow_settings", "resolve",
-           "spec"]
+__all__ = ["METHODS", "SINGLE", "SMALLER", "WARM_STARTED", "Flow", "FullRank", "LowRank", "MeanField", "flow_settings",
+           "gaussian_for", "resolve", "spec"]
 
 #: The methods that fit one q: the Gaussians fitted by ADVI, then the Laplace approximation
 #: (``bnn_zoo.fit`` alone; ``fit_many`` fits the ADVI families). What the experiments' ``--method`` takes.
@@ -35,6 +35,10 @@ METHODS = (*SINGLE, "flow", "auto")
 #: The families ``bnn_zoo.fit`` starts from a mean-field fit when it is given no ``init``: from its
 #: own narrow start full-rank ADVI is slow and unstable (docs/user_guide/engine.md).
 WARM_STARTED = ("fullrank_advi",)
+#: Above :func:`~bnn_zoo.inference.defaults.full_rank`'s size, the Gaussian the library picks in a
+#: dense one's place, by its use: ``method="auto"``'s Gaussian rung keeps a low-rank factor; a flow's
+#: start is mean-field, since a flow on so many values keeps only its start's sds.
+SMALLER = {"auto": "lowrank_advi", "flow": "advi"}
 
 
 @dataclass(frozen=True)
@@ -314,3 +318,33 @@ def spec(name: str, init_std: float = defaults.INIT_STD):
     return values[name](init_std=init_std)
 
 
+def gaussian_for(model, use: str) -> str:
+    """The Gaussian the library fits to ``model`` where it picks one itself, by the model's size.
+
+    Full rank where :func:`~bnn_zoo.inference.defaults.full_rank` allows a dense factor, else
+    :data:`SMALLER`'s for ``use``: the one place ``method="auto"``'s Gaussian rung and a flow's
+    start are decided.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model; its size is its unconstrained values.
+    use : {"auto", "flow"}
+        What the Gaussian is for.
+
+    Returns
+    -------
+    str
+        ``"fullrank_advi"``, ``"lowrank_advi"`` or ``"advi"``.
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> from bnn_zoo.inference import methods
+    >>> with pm.Model() as model:
+    ...     w = pm.Normal("w", shape=5_000)
+    >>> methods.gaussian_for(model, "auto"), methods.gaussian_for(model, "flow")
+    ('lowrank_advi', 'advi')
+    """
+    dim = sum(int(np.size(v)) for v in model.initial_point().values())
+    return "fullrank_advi" if defaults.full_rank(dim) else SMALLER[use]

@@ -13,7 +13,9 @@ from collections.abc import Mapping
 
 import optax
 
-__all__ = ["OPTIMIZERS", "SCHEDULES", "Described", "describe", "described", "key", "make", "schedule",
+from bnn_zoo.inference import defaults
+
+__all__ = ["OPTIMIZERS", "SCHEDULES", "Described", "default", "describe", "described", "key", "make", "schedule",
            "with_centring"]
 
 
@@ -196,6 +198,31 @@ def make(name: str, learning_rate: float, steps: int, *, schedule_kind: str = "c
         raise ValueError(f"unknown optimizer {name!r}; valid: {', '.join(OPTIMIZERS)}")
     rate, text = schedule(schedule_kind, learning_rate, steps, final=final, decays=decays)
     return described(OPTIMIZERS[name](rate), f"{name}(lr={text})")
+
+
+def default(steps: int, learning_rate: float = defaults.LEARNING_RATE) -> Described:
+    """The default optimizer for a fit of ``steps`` steps.
+
+    Parameters
+    ----------
+    steps : int
+        The fit's steps (the length of a decaying schedule).
+    learning_rate : float, default bnn_zoo.inference.defaults.LEARNING_RATE
+        The initial learning rate.
+
+    Returns
+    -------
+    Described
+        :data:`~bnn_zoo.inference.defaults.OPTIMIZER` on
+        :data:`~bnn_zoo.inference.defaults.SCHEDULE`, e.g. ``"adam(lr=constant(0.01))"``.
+
+    Examples
+    --------
+    >>> from bnn_zoo.inference import optim
+    >>> optim.default(10_000).description
+    'adam(lr=constant(0.01))'
+    """
+    return make(defaults.OPTIMIZER, learning_rate, steps, schedule_kind=defaults.SCHEDULE, final=defaults.FINAL)
 
 
 def with_centring(optimizer: optax.GradientTransformation, learning_rate: float) -> optax.GradientTransformation:

@@ -3,11 +3,11 @@
 :func:`prepare` is what :func:`bnn_zoo.fit` and :func:`bnn_zoo.fit_many`
 share before they take steps, and what the benchmarks time: the model's
 dtype and layout (:func:`model_dtype`), q's initial mean
-(:func:`initial_mean`), which data containers are cut into minibatches
+(:func:`~bnn_zoo.inference.starts.initial_mean`), which data containers are cut into minibatches
 (:func:`~bnn_zoo.inference.minibatch.minibatch_plan`), the KL weighting
 (:func:`~bnn_zoo.inference.objective.kl_schedule`) and the
-engine's compiled steps (:func:`compiled_steps`). :func:`precision` builds a
-model in float32.
+engine's compiled steps (:func:`compiled_steps`) and the settings a fit
+records (:func:`settings_record`). :func:`precision` builds a model in float32.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from bnn_zoo.inference.objective import ELBO, kl_schedule
 from bnn_zoo.inference.result import FitResult
 from bnn_zoo.inference.starts import from_fit, given_initvals, initial_mean
 
-__all__ = ["MAX_STEPS", "Setup", "check_settings", "check_steps", "compiled_steps", "given_initvals", "initial_mean",
-           "model_dtype", "precision", "prepare"]
+__all__ = ["MAX_STEPS", "Setup", "check_settings", "check_steps", "compiled_steps", "model_dtype", "precision",
+           "prepare", "settings_record"]
 
 #: The most steps one fit takes: the ELBO trace is kept in memory, 8 bytes a step.
 MAX_STEPS = 10**8
@@ -182,7 +182,7 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
         The steps the fit will take (for the default optimizer and the
         averaging's start).
     optimizer : optax.GradientTransformation, optional
-        Default: :func:`bnn_zoo.inference.defaults.optimizer`.
+        Default: :func:`bnn_zoo.inference.optim.default`.
     objective : ELBO, optional
         The objective; default ``ELBO()``.
     batch_size : int, optional
@@ -216,7 +216,6 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
     dtype = model_dtype(model)
     sliced, n = minibatch_plan(model, minibatch, batch_size)
     kl_weight, kl_key = kl_schedule(objective.kl_weighting, batch_size, steps_per_epoch(n, batch_size))
-    path_derivative = bool(objective.path_derivative)
     with pytensor.config.change_flags(floatX=dtype):
         point = model.initial_point()
         layout = Layout.of(model, point)
@@ -234,13 +233,11 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
             optimizer = optim.with_centring(optimizer, defaults.CENTRING_LEARNING_RATE)
         state = core.init(params, optimizer, average=average > 0)
         # The keys are those of the results and checkpoints written before: they resume.
-        settings = dict(method=family.name, batch_size=batch_size, minibatch=sorted(
-            name for name, cut in zip((v.name for v in model.data_vars), sliced) if cut),
-            beta=objective.beta, kl_weighting=kl_key if isinstance(kl_key, str) else "custom",
-            mc_samples=objective.mc_samples, estimator=objective.estimator, path_derivative=path_derivative,
-            seed=random_seed, dtype=dtype, init_std=init_std if init is None else "from another fit",
-            average=average, **({} if centring is None else {"centring": list(centring.names)}),
-            **({"flow": methods.flow_settings(method)} if family.name == "flow" else {}))
+        settings = dict(settings_record(model, family, objective, batch_size=batch_size, sliced=sliced,
+                                        kl_key=kl_key, dtype=dtype, average=average,
+                                        init_std=init_std if init is None else "from another fit"),
+                        seed=random_seed, **({} if centring is None else {"centring": list(centring.names)}),
+                        **({"flow": methods.flow_settings(method)} if family.name == "flow" else {}))
         names = [v.name for v in model.data_vars]
         slots = () if centring is None else tuple(
             (names.index(c), shape) for c, shape in zip(centring.containers, centring.shapes))
@@ -254,6 +251,48 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
     return Setup(model=model, family=family, layout=layout, density=density, optimizer=optimizer,
                  state=state, runner=Runner(steps_fns, data, random_seed), settings=settings,
                  fingerprint=fingerprint, dtype=dtype, average_from=average_from)
+
+
+def settings_record(model: pm.Model, family: Family, objective: ELBO, *, batch_size, sliced, kl_key, dtype,
+                    average, init_std) -> dict:
+    """The settings every fit records in ``config``, ``fit``'s and ``fit_many``'s alike.
+
+    What defines the objective and q's start: the method, the minibatches
+    (their size and the containers cut), the ELBO's settings, the dtype,
+    q's initial sd and the iterate averaging. ``fit`` adds the seed (and
+    its centring or flow settings), ``fit_many`` each fit's seed; both add
+    the steps, the optimizer and its history.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model fitted (its data containers name the minibatches).
+    family : Family
+        q's family.
+    objective : ELBO
+        The objective.
+    batch_size : int or None
+        The minibatch size.
+    sliced : sequence of bool
+        Which of the model's data containers are cut into minibatches.
+    kl_key : str or callable
+        The KL weighting (a custom schedule is recorded as ``"custom"``).
+    dtype : str
+        The fit's float dtype.
+    average : float
+        The share of the steps averaged.
+    init_std : float or str
+        q's initial sd, or what q started from.
+
+    Returns
+    -------
+    dict
+    """
+    return dict(method=family.name, batch_size=batch_size,
+                minibatch=sorted(name for name, cut in zip((v.name for v in model.data_vars), sliced) if cut),
+                beta=objective.beta, kl_weighting=kl_key if isinstance(kl_key, str) else "custom",
+                mc_samples=objective.mc_samples, estimator=objective.estimator,
+                path_derivative=bool(objective.path_derivative), dtype=dtype, init_std=init_std, average=average)
 
 
 def check_steps(steps) -> None:
@@ -287,7 +326,7 @@ def check_settings(*, family: Family, steps, objective: ELBO, average, optimizer
     average : float
         The averaged share of the steps, in [0, 1).
     optimizer : optax.GradientTransformation or None
-        ``None`` for :func:`bnn_zoo.inference.defaults.optimizer`.
+        ``None`` for :func:`bnn_zoo.inference.optim.default`.
 
     Returns
     -------
@@ -310,7 +349,7 @@ def check_settings(*, family: Family, steps, objective: ELBO, average, optimizer
     if not (isinstance(average, (int, float, np.number)) and 0 <= average < 1):
         raise ValueError(f"average must be in [0, 1), got {average!r}")
     if optimizer is None:
-        optimizer = defaults.optimizer(steps)
+        optimizer = optim.default(steps)
     if not isinstance(optimizer, optax.GradientTransformation):
         raise ValueError(f"optimizer must be an optax GradientTransformation, got {optimizer!r}")
     return (steps - int(round(average * steps)) if average else None), optimizer

@@ -17,7 +17,7 @@ from bnn_zoo.inference.draws import evaluate_draws, model_data
 from bnn_zoo.inference.jaxmodel import ModelFunction
 from bnn_zoo.inference.result import FitResult
 
-__all__ = ["ELBO_DRAWS", "best", "fit_elbo", "q_elbo"]
+__all__ = ["ELBO_DRAWS", "best", "draws_elbo", "fit_elbo", "q_elbo"]
 
 #: Draws of q in its ELBO estimate, by default: what restarts are compared by.
 ELBO_DRAWS = 1000
@@ -104,6 +104,39 @@ def q_elbo(density: ModelFunction, q: tuple[np.ndarray, np.ndarray], data: Seque
     return _elbo_of(density, *gaussians.sample(*q, draws, np.random.default_rng(seed)), data)
 
 
+def draws_elbo(log_p, log_q, xp=np):
+    """q's ELBO, ``E_q[log p - log q]``, and its Monte Carlo standard error, from draws of q.
+
+    The one estimate every ELBO of a fitted q is: :func:`fit_elbo`'s, the
+    restart pick's, ``method="auto"``'s rungs' and the experiments' records.
+    NaN, both, where a draw's ``log p`` or ``log q`` is not finite (a q
+    that diverged: :func:`best` never picks it).
+
+    Parameters
+    ----------
+    log_p, log_q : array
+        ``(draws,)``: the model's log density and q's at each draw.
+    xp : module, default numpy
+        The array namespace (``jax.numpy`` in a compiled program).
+
+    Returns
+    -------
+    estimate, se : float or array
+        Floats with NumPy; 0-d arrays with ``xp=jax.numpy``.
+
+    Examples
+    --------
+    >>> draws_elbo(np.array([-1.0, -2.0, -3.0]), np.array([0.0, 0.0, 0.0]))
+    (-2.0, 0.5773502691896258)
+    >>> draws_elbo(np.array([-1.0, -np.inf]), np.zeros(2))
+    (nan, nan)
+    """
+    ratio = xp.asarray(log_p) - xp.asarray(log_q)
+    finite = xp.all(xp.isfinite(ratio))
+    estimate = xp.where(finite, xp.mean(ratio), xp.nan)
+    se = xp.where(finite, xp.std(ratio, ddof=1) / xp.sqrt(ratio.shape[0]), xp.nan)
+    return (float(estimate), float(se)) if xp is np else (estimate, se)
+
+
 def _elbo_of(density, z, log_q, data) -> tuple[float, float]:
-    ratio = evaluate_draws(density, z, data, ("logp",))["logp"].astype("float64") - log_q
-    return float(ratio.mean()), float(ratio.std(ddof=1) / np.sqrt(len(ratio)))
+    return draws_elbo(evaluate_draws(density, z, data, ("logp",))["logp"].astype("float64"), log_q)

@@ -153,7 +153,7 @@ def flow(layers: int = 10, hidden: int = 32, df: int | None = None) -> Family:
     def from_factor(mu, factor):
         d = mu.size
         if isinstance(factor, gaussians.LowRank):  # dense where auto's Gaussian would be, else its sds
-            factor = (np.linalg.cholesky(gaussians.covariance(factor)) if d <= defaults.AUTO_FULL_RANK_MAX
+            factor = (np.linalg.cholesky(gaussians.covariance(factor)) if defaults.full_rank(d)
                       else gaussians.marginal_sd(factor))
         A = np.asarray(factor, dtype="float64")
         A = np.broadcast_to(A, (d,)) if A.ndim < 2 else A
@@ -198,7 +198,7 @@ def flow(layers: int = 10, hidden: int = 32, df: int | None = None) -> Family:
 
     def factor(params):
         z, _ = sample(params, MOMENT_DRAWS, np.random.default_rng(0))
-        if z.shape[1] > defaults.AUTO_FULL_RANK_MAX:  # the sds alone: a dense factor would not fit, nor be estimated
+        if not defaults.full_rank(z.shape[1]):  # the sds alone: a dense factor would not fit, nor be estimated
             return z.mean(axis=0), z.std(axis=0)
         return z.mean(axis=0), np.linalg.cholesky(np.atleast_2d(np.cov(z, rowvar=False)))
 
