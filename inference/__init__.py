@@ -32,13 +32,12 @@ The public API re-exported at :mod:`bnn_zoo`'s root comes from here. The modules
   (PyMC's own ADVI step, to check the engine against).
 """
 
-from bnn_zoo.inference.advi import fit
-from bnn_zoo.inference.auto import Auto, path_table
+from bnn_zoo.inference.dispatch import fit
+from bnn_zoo.inference.auto import path_table
 from bnn_zoo.inference.batch import fit_many
 from bnn_zoo.inference.checkpoint import Checkpoint, CheckpointError
-from bnn_zoo.inference.laplace import Laplace
 from bnn_zoo.inference.handoff import nuts
-from bnn_zoo.inference.methods import METHODS, Flow, FullRank, LowRank, MeanField
+from bnn_zoo.inference.methods import METHODS, Auto, Flow, FullRank, Laplace, LowRank, MeanField
 from bnn_zoo.inference.objective import ELBO
 from bnn_zoo.inference.prediction import predict
 from bnn_zoo.inference.prepare import precision

@@ -1,7 +1,7 @@
 r"""``method="auto"``: the cheapest q that passes its own test, and the path that led to it.
 
 :func:`fit_auto` climbs rungs, cheapest first, and stops at the first whose q
-passes its test (:data:`RUNGS`):
+passes its test (:data:`~bnn_zoo.inference.methods.RUNGS`):
 
 1. ``"laplace"``: the mode (L-BFGS, then Newton where it stopped short) and
    the curvature there: seconds, and exact for a Gaussian posterior however
@@ -59,74 +59,26 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 import pymc as pm
 
 from bnn_zoo.inference import calls, defaults, methods, qcheck, restarts
+from bnn_zoo.inference.advi import fit_advi
 from bnn_zoo.inference.families.centring import candidates
-from bnn_zoo.inference.laplace import Laplace
+from bnn_zoo.inference.laplace import fit_laplace
+from bnn_zoo.inference.methods import RUNGS, Auto, Laplace
 from bnn_zoo.inference.draws import draw_z, evaluate_z
 from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLossError
 
-__all__ = ["DRAWS", "MODE_SHARE", "MODE_STARTS", "MORE", "RUNGS", "Auto", "fit_auto", "path_table", "test"]
+__all__ = ["MODE_SHARE", "MODE_STARTS", "MORE", "fit_auto", "path_table", "test"]
 
-#: The rungs, cheapest first.
-RUNGS = ("laplace", "gaussian", "centring", "flow")
-#: Draws of each rung's q for its Pareto k: two halves of 4,000.
-DRAWS = 8000
-#: Where the k of ``DRAWS`` lies between K_GOOD and K_WARN, the test draws this many times as many again.
+#: Where the k of ``Auto.draws`` lies between K_GOOD and K_WARN, the test draws this many times as many again.
 MORE = 4
 #: L-BFGS starts of the search for other modes (multi-path Pathfinder's default paths: four).
 MODE_STARTS = 4
 #: A mode q misses fails it when its share of the modes' mass (their Laplace estimates) is at least this.
 MODE_SHARE = 0.01
-
-
-@dataclass(frozen=True)
-class Auto:
-    """Cheapest first until q passes its test, as ``bnn_zoo.fit``'s ``method`` (the same as ``"auto"``).
-
-    Parameters
-    ----------
-    budget : float, optional
-        Seconds: no rung starts once this much time has passed (the rung
-        running then finishes). Default: no limit.
-    draws : int, default 8000
-        Draws of each rung's q for its Pareto k, split into two halves; at
-        least 2 x 2,200 (PSIS's minimum for a k of 0.7).
-    rungs : tuple of str, default RUNGS
-        The rungs to climb, in :data:`RUNGS`' order (a benchmark's or a
-        study's choice; the default climbs them all).
-
-    Examples
-    --------
-    >>> import bnn_zoo
-    >>> bnn_zoo.Auto(budget=60)
-    Auto(budget=60, draws=8000, rungs=('laplace', 'gaussian', 'centring', 'flow'))
-    """
-
-    budget: float | None = None
-    draws: int = DRAWS
-    rungs: tuple[str, ...] = RUNGS
-    #: The method's name: ``fit``'s ``method="auto"``. The result's ``method`` is the rung's.
-    name: ClassVar[str] = "auto"
-
-    def __post_init__(self):
-        if self.budget is not None and not (isinstance(self.budget, (int, float, np.integer, np.floating))
-                                            and not isinstance(self.budget, bool) and self.budget > 0):
-            raise ValueError(f"Auto's budget must be a positive number of seconds or None, got {self.budget!r}")
-        if not (isinstance(self.draws, (int, np.integer)) and not isinstance(self.draws, bool)
-                and self.draws >= 4400):
-            raise ValueError(f"Auto's draws must be an integer of at least 4400 (two halves of 2,200, PSIS's "
-                             f"minimum for k = 0.7), got {self.draws!r}")
-        rungs = tuple(self.rungs) if isinstance(self.rungs, (tuple, list)) else None
-        if not rungs or any(r not in RUNGS for r in rungs) or list(rungs) != sorted(rungs, key=RUNGS.index) \
-                or len(set(rungs)) < len(rungs):
-            raise ValueError(f"Auto's rungs must be some of {', '.join(RUNGS)}, in that order, got {self.rungs!r}")
-        object.__setattr__(self, "rungs", rungs)  # a list given is kept as a tuple: the value stays hashable
 
 
 def test(result: FitResult, draws: int, seed: int, modes: list | None = None) -> dict:
@@ -195,19 +147,17 @@ def _shares(modes: list, keep_all: bool = False) -> np.ndarray:
 
 def _gaussian(model: pm.Model, laplace: FitResult | None, steps: int, seed: int, progressbar: bool,
               centring: bool = False) -> FitResult:
-    from bnn_zoo.inference.advi import fit
-
     method = methods.gaussian_for(model, "auto")
     start = laplace if laplace is not None and laplace.convergence.converged else None
     if centring or method == "lowrank_advi":
         start = None  # another space (the rewritten model's), or only the marginal sds: its own start
     spec = methods.FullRank(centring=centring) if method == "fullrank_advi" else methods.LowRank(centring=centring)
-    return fit(model, method=spec, init=start, steps=steps, random_seed=seed, progressbar=progressbar)
+    return fit_advi(model, method=spec, init=start, steps=steps, random_seed=seed, progressbar=progressbar)
 
 
 def fit_auto(model: pm.Model, spec: Auto = Auto(), *, steps: int = defaults.STEPS, random_seed: int = 0,
              progressbar: bool = False) -> FitResult:
-    """Climb :data:`RUNGS` until a q passes its test; return it, with the path in ``config["auto"]``.
+    """Climb :data:`~bnn_zoo.inference.methods.RUNGS` until a q passes its test; return it, with the path in ``config["auto"]``.
 
     Parameters
     ----------
@@ -240,8 +190,6 @@ def fit_auto(model: pm.Model, spec: Auto = Auto(), *, steps: int = defaults.STEP
         When no rung passes (or the budget stops the climb first), in one
         line naming each rung's k and the hand-off to NUTS.
     """
-    from bnn_zoo.inference.laplace import fit_laplace
-
     t0 = time.perf_counter()
     path, fits, laplace, modes = [], [], None, None
     planned = [r for r in spec.rungs if r != "centring" or candidates(model)]
@@ -267,12 +215,10 @@ def fit_auto(model: pm.Model, spec: Auto = Auto(), *, steps: int = defaults.STEP
                         continue
                     result = laplace
                 elif rung == "flow":  # on the Gaussian rung's q, of the model as written
-                    from bnn_zoo.inference.advi import fit
-
                     gaussian = next((f for f, e in zip(fits, path) if e["rung"] == "gaussian" and f is not None),
                                     None)
-                    result = fit(model, method="flow", init=gaussian, steps=steps, random_seed=random_seed,
-                                 progressbar=progressbar)
+                    result = fit_advi(model, method="flow", init=gaussian, steps=steps, random_seed=random_seed,
+                                      progressbar=progressbar)
                 else:
                     result = _gaussian(model, laplace, steps, random_seed, progressbar, rung == "centring")
             except NonFiniteLossError as err:  # a rung that fails is a step of the path, not the end of it

@@ -32,8 +32,6 @@ round-off, and the warning names the variables that span it.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -46,13 +44,14 @@ import scipy.sparse.linalg
 from bnn_zoo.inference import families, gaussians
 from bnn_zoo.inference.modecheck import MODE_NATS, ModeCheck, flat_tolerance, mode_check
 from bnn_zoo.inference.jaxmodel import Layout, compile_model
+from bnn_zoo.inference.methods import Laplace
 from bnn_zoo.inference.minibatch import unwrap as unwrap_minibatch
 from bnn_zoo.inference.prepare import check_steps, model_dtype
 from bnn_zoo.inference.starts import given_initvals, initial_mean
 from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLossError, warn_unless_converged
 
-__all__ = ["CURVATURES", "DENSE_MAX", "DISTINCT", "HUTCHINSON_PROBES", "JITTER", "NEWTON_STEPS", "Laplace",
-           "LaplaceWarning", "fit_laplace"]
+__all__ = ["DENSE_MAX", "DISTINCT", "HUTCHINSON_PROBES", "JITTER", "NEWTON_STEPS", "LaplaceWarning",
+           "fit_laplace"]
 
 #: The most unconstrained values for the dense Hessian (a 4,000 x 4,000 float64 matrix is 128 MB).
 DENSE_MAX = 4000
@@ -60,8 +59,6 @@ DENSE_MAX = 4000
 NEWTON_STEPS = 50
 #: Rademacher probes of Hutchinson's estimate of the Hessian's trace (the low-rank curvature).
 HUTCHINSON_PROBES = 64
-#: The curvatures :class:`Laplace` takes.
-CURVATURES = ("auto", "hessian", "lowrank")
 #: The further starts of the search for other modes: ``uniform(-JITTER, JITTER)`` added to every
 #: unconstrained value of the initial point (Stan's and Pathfinder's initial points are drawn so).
 JITTER = 2.0
@@ -76,53 +73,6 @@ class LaplaceWarning(ConvergenceWarning):
     filter silences every method's; the message says what the test
     (:class:`~bnn_zoo.inference.modecheck.ModeCheck`) found.
     """
-
-
-@dataclass(frozen=True)
-class Laplace:
-    """The Laplace approximation, as ``bnn_zoo.fit``'s ``method`` (the same as ``"laplace"``).
-
-    Parameters
-    ----------
-    curvature : {"auto", "hessian", "lowrank"}, default "auto"
-        The dense Hessian, or its ``rank`` largest eigenpairs plus the mean
-        of the rest; ``"auto"`` takes the dense one up to
-        :data:`DENSE_MAX` values.
-    rank : int, optional
-        The low-rank curvature's eigenpairs; default ``round(sqrt(dim))``.
-    starts : int, default 1
-        L-BFGS runs: the first from :func:`bnn_zoo.fit`'s initial point,
-        the further ones by turns from ``uniform(-JITTER, JITTER)`` in every
-        unconstrained value (Stan's and Pathfinder's initial points) and
-        from the initial point jittered by as much (:data:`JITTER`). With more than one (and the dense curvature),
-        ``config["modes"]`` lists the distinct strict modes they reached (a
-        positive definite Hessian, the gradient's step below ``MODE_NATS``),
-        highest first, each with ``z`` (the point), ``log_p``, ``log_mass``
-        (its Laplace estimate of the log posterior mass there, up to a
-        constant) and ``starts`` (how many ended there); q is the Laplace
-        approximation at the highest. ``method="auto"`` runs
-        :data:`~bnn_zoo.inference.auto.MODE_STARTS` to look for a mode its
-        q does not reach.
-
-    Examples
-    --------
-    >>> import bnn_zoo
-    >>> bnn_zoo.Laplace(curvature="lowrank", rank=20)
-    Laplace(curvature='lowrank', rank=20, starts=1)
-    """
-
-    curvature: str = "auto"
-    rank: int | None = None
-    starts: int = 1
-    #: The method's name, as ``FitResult.method`` reports it.
-    name: ClassVar[str] = "laplace"
-
-    def __post_init__(self):
-        if self.curvature not in CURVATURES:
-            raise ValueError(f"Laplace's curvature must be one of {', '.join(CURVATURES)}, got {self.curvature!r}")
-        families.check_rank_setting(self.rank, "Laplace")
-        if not (isinstance(self.starts, (int, np.integer)) and not isinstance(self.starts, bool) and self.starts >= 1):
-            raise ValueError(f"Laplace's starts must be an integer of at least 1, got {self.starts!r}")
 
 
 def _check(spec: Laplace, dim: int) -> tuple[str, int]:

@@ -22,8 +22,9 @@ from bnn_zoo.inference import defaults
 from bnn_zoo.inference.families import FAMILIES, Family, check_rank_setting, low_rank
 from bnn_zoo.inference.families.flow import flow
 
-__all__ = ["METHODS", "SINGLE", "SMALLER", "WARM_STARTED", "Flow", "FullRank", "LowRank", "MeanField", "flow_settings",
-           "gaussian_for", "resolve", "spec"]
+__all__ = ["AUTO_DRAWS", "CURVATURES", "METHODS", "RUNGS", "SINGLE", "SMALLER", "VALUES", "WARM_STARTED", "Auto",
+           "Flow", "FullRank", "Laplace", "LowRank", "MeanField", "flow_settings", "gaussian_for", "resolve", "spec",
+           "value"]
 
 #: The methods that fit one q: the Gaussians fitted by ADVI, then the Laplace approximation
 #: (``bnn_zoo.fit`` alone; ``fit_many`` fits the ADVI families). What the experiments' ``--method`` takes.
@@ -205,6 +206,140 @@ class Flow:
                              f"which its moments and bnn_zoo.nuts' mass matrix need), got {self.df!r}")
 
 
+#: The curvatures :class:`Laplace` takes.
+CURVATURES = ("auto", "hessian", "lowrank")
+#: The rungs, cheapest first.
+RUNGS = ("laplace", "gaussian", "centring", "flow")
+#: Draws of each rung's q for its Pareto k: two halves of 4,000.
+AUTO_DRAWS = 8000
+
+
+@dataclass(frozen=True)
+class Laplace:
+    """The Laplace approximation, as ``bnn_zoo.fit``'s ``method`` (the same as ``"laplace"``).
+
+    Parameters
+    ----------
+    curvature : {"auto", "hessian", "lowrank"}, default "auto"
+        The dense Hessian, or its ``rank`` largest eigenpairs plus the mean
+        of the rest; ``"auto"`` takes the dense one up to
+        :data:`~bnn_zoo.inference.laplace.DENSE_MAX` values.
+    rank : int, optional
+        The low-rank curvature's eigenpairs; default ``round(sqrt(dim))``.
+    starts : int, default 1
+        L-BFGS runs: the first from :func:`bnn_zoo.fit`'s initial point,
+        the further ones by turns from ``uniform(-JITTER, JITTER)`` in every
+        unconstrained value (Stan's and Pathfinder's initial points) and
+        from the initial point jittered by as much (:data:`~bnn_zoo.inference.laplace.JITTER`). With more than one (and the dense curvature),
+        ``config["modes"]`` lists the distinct strict modes they reached (a
+        positive definite Hessian, the gradient's step below ``MODE_NATS``),
+        highest first, each with ``z`` (the point), ``log_p``, ``log_mass``
+        (its Laplace estimate of the log posterior mass there, up to a
+        constant) and ``starts`` (how many ended there); q is the Laplace
+        approximation at the highest. ``method="auto"`` runs
+        :data:`~bnn_zoo.inference.auto.MODE_STARTS` to look for a mode its
+        q does not reach.
+
+    Examples
+    --------
+    >>> import bnn_zoo
+    >>> bnn_zoo.Laplace(curvature="lowrank", rank=20)
+    Laplace(curvature='lowrank', rank=20, starts=1)
+    """
+
+    curvature: str = "auto"
+    rank: int | None = None
+    starts: int = 1
+    #: The method's name, as ``FitResult.method`` reports it.
+    name: ClassVar[str] = "laplace"
+
+    def __post_init__(self):
+        if self.curvature not in CURVATURES:
+            raise ValueError(f"Laplace's curvature must be one of {', '.join(CURVATURES)}, got {self.curvature!r}")
+        check_rank_setting(self.rank, "Laplace")
+        if not (isinstance(self.starts, (int, np.integer)) and not isinstance(self.starts, bool) and self.starts >= 1):
+            raise ValueError(f"Laplace's starts must be an integer of at least 1, got {self.starts!r}")
+
+
+@dataclass(frozen=True)
+class Auto:
+    """Cheapest first until q passes its test, as ``bnn_zoo.fit``'s ``method`` (the same as ``"auto"``).
+
+    Parameters
+    ----------
+    budget : float, optional
+        Seconds: no rung starts once this much time has passed (the rung
+        running then finishes). Default: no limit.
+    draws : int, default 8000
+        Draws of each rung's q for its Pareto k, split into two halves; at
+        least 2 x 2,200 (PSIS's minimum for a k of 0.7).
+    rungs : tuple of str, default RUNGS
+        The rungs to climb, in :data:`RUNGS`' order (a benchmark's or a
+        study's choice; the default climbs them all).
+
+    Examples
+    --------
+    >>> import bnn_zoo
+    >>> bnn_zoo.Auto(budget=60)
+    Auto(budget=60, draws=8000, rungs=('laplace', 'gaussian', 'centring', 'flow'))
+    """
+
+    budget: float | None = None
+    draws: int = AUTO_DRAWS
+    rungs: tuple[str, ...] = RUNGS
+    #: The method's name: ``fit``'s ``method="auto"``. The result's ``method`` is the rung's.
+    name: ClassVar[str] = "auto"
+
+    def __post_init__(self):
+        if self.budget is not None and not (isinstance(self.budget, (int, float, np.integer, np.floating))
+                                            and not isinstance(self.budget, bool) and self.budget > 0):
+            raise ValueError(f"Auto's budget must be a positive number of seconds or None, got {self.budget!r}")
+        if not (isinstance(self.draws, (int, np.integer)) and not isinstance(self.draws, bool)
+                and self.draws >= 4400):
+            raise ValueError(f"Auto's draws must be an integer of at least 4400 (two halves of 2,200, PSIS's "
+                             f"minimum for k = 0.7), got {self.draws!r}")
+        rungs = tuple(self.rungs) if isinstance(self.rungs, (tuple, list)) else None
+        if not rungs or any(r not in RUNGS for r in rungs) or list(rungs) != sorted(rungs, key=RUNGS.index) \
+                or len(set(rungs)) < len(rungs):
+            raise ValueError(f"Auto's rungs must be some of {', '.join(RUNGS)}, in that order, got {self.rungs!r}")
+        object.__setattr__(self, "rungs", rungs)  # a list given is kept as a tuple: the value stays hashable
+
+
+#: The registry: each method's name and the value that carries its settings, in :data:`METHODS`' order.
+#: ``fit``'s ``method`` takes either; :func:`value` turns a name into its value at the defaults.
+VALUES = {"advi": MeanField, "lowrank_advi": LowRank, "fullrank_advi": FullRank, "laplace": Laplace, "flow": Flow,
+          "auto": Auto}
+assert tuple(VALUES) == METHODS
+
+
+def value(method):
+    """The value of ``method``: a name of :data:`METHODS` at its defaults, or the value itself.
+
+    Parameters
+    ----------
+    method : str or MeanField or LowRank or FullRank or Laplace or Flow or Auto
+        What ``bnn_zoo.fit``'s ``method`` was given.
+
+    Returns
+    -------
+    MeanField or LowRank or FullRank or Laplace or Flow or Auto or None
+        ``None`` for anything else (each caller refuses it in its own words).
+
+    Examples
+    --------
+    >>> from bnn_zoo.inference import methods
+    >>> methods.value("laplace")
+    Laplace(curvature='auto', rank=None, starts=1)
+    >>> methods.value(methods.LowRank(rank=3)).rank, methods.value("nuts")
+    (3, None)
+    """
+    if isinstance(method, tuple(VALUES.values())):
+        return method
+    if isinstance(method, str) and method in VALUES:
+        return VALUES[method]()
+    return None
+
+
 def flow_settings(method) -> dict:
     """A flow method's settings, as its result's ``config["flow"]`` records them.
 
@@ -260,20 +395,16 @@ def resolve(method, laplace: bool = False) -> tuple[Family, float]:
     ValueError
         For anything else, naming what ``method`` takes.
     """
-    if isinstance(method, LowRank):
-        return low_rank(method.rank), float(method.init_std)
-    if method == "flow":
-        method = Flow()
-    if isinstance(method, Flow):
-        return flow(method.layers, method.hidden, method.df), float(defaults.INIT_STD)
-    if isinstance(method, (MeanField, FullRank)):
-        return FAMILIES[method.name], float(method.init_std)
-    if isinstance(method, str) and method in FAMILIES:
-        return FAMILIES[method], float(defaults.INIT_STD)
-    for other in ("laplace", "auto"):
-        if method == other or getattr(method, "name", None) == other:
-            raise ValueError(f"method={other!r} is bnn_zoo.fit's alone: fit_many and the ADVI engine fit the "
-                             f"families {', '.join(FAMILIES)}")
+    chosen = value(method)
+    if isinstance(chosen, LowRank):  # at the default rank, the one family its compiled programs are kept by
+        return (FAMILIES[chosen.name] if chosen.rank is None else low_rank(chosen.rank)), float(chosen.init_std)
+    if isinstance(chosen, Flow):
+        return flow(chosen.layers, chosen.hidden, chosen.df), float(defaults.INIT_STD)
+    if isinstance(chosen, (MeanField, FullRank)):
+        return FAMILIES[chosen.name], float(chosen.init_std)
+    if isinstance(chosen, (Laplace, Auto)):
+        raise ValueError(f"method={chosen.name!r} is bnn_zoo.fit's alone: fit_many and the ADVI engine fit the "
+                         f"families {', '.join(FAMILIES)}")
     names, values = (METHODS, ", bnn_zoo.FullRank(...), bnn_zoo.Flow(...), bnn_zoo.Laplace(...) or "
                              "bnn_zoo.Auto(...)") if laplace else (
         tuple(FAMILIES), " or bnn_zoo.FullRank(...)")
@@ -310,12 +441,12 @@ def spec(name: str, init_std: float = defaults.INIT_STD):
     >>> methods.spec("laplace")
     'laplace'
     """
-    if name in ("laplace", "auto"):
+    kind = VALUES.get(name) if isinstance(name, str) else None
+    if kind in (Laplace, Auto):
         return name
-    values = {value.name: value for value in (MeanField, LowRank, FullRank)}
-    if name not in values:
+    if kind not in (MeanField, LowRank, FullRank):
         raise ValueError(f"unknown method {name!r}; valid: {', '.join(METHODS)}")
-    return values[name](init_std=init_std)
+    return kind(init_std=init_std)
 
 
 def gaussian_for(model, use: str) -> str:
