@@ -178,7 +178,7 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
     # family that bnn_zoo.fit starts from a mean-field fit (full rank) starts here from one made with
     # --lr, then runs its own phase with --fullrank-lr and the same steps (docs/user_guide/engine.md,
     # "Defaults and why"): from its own narrow start it diverges at the mean-field rate. fit records
-    # the mean-field phase (its steps, ELBO and seconds) as it does for a warm start of its own.
+    # the mean-field phase (its steps and ELBO) as it does for a warm start of its own.
     method = methods.spec(cfg.method, cfg.init_std)
     first = bnn_zoo.MeanField(init_std=cfg.init_std) if cfg.method in methods.WARM_STARTED else method
 
@@ -187,6 +187,7 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
             return fit
         richer = bnn_zoo.fit(model, method=method, init=fit, optimizer=optimizer(cfg.fullrank_lr),
                              random_seed=fit.config["seed"], progressbar=cfg.progress, **shared)
+        richer.seconds += fit.seconds  # the run's time is both phases'
         richer.config.update({k: fit.config[k] for k in ("picked_restart", "pick_elbos") if k in fit.config})
         return richer
 

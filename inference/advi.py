@@ -136,15 +136,15 @@ def _warm_started(model, method, *, steps, optimizer, objective, **settings) -> 
         objective = dataclasses.replace(objective, path_derivative=True)
     full = _run(model, "fullrank_advi", steps=steps - n_warm, optimizer=optimizer, objective=objective,
                 init=warm, checkpoint=None, **settings)
+    full.seconds += warm.seconds  # fit made both phases
     full.config["init_std"] = init_std
     return _after_warm_start(full, warm)
 
 
 def _after_warm_start(full: FitResult, warm: FitResult) -> FitResult:
-    """``full``, the full-rank phase, with its mean-field phase ``warm`` recorded: both phases' seconds,
-    ``config["warm_start"]`` (the mean-field steps) and ``warm_start_elbo_final``; whether ``fit`` made
-    the warm start or was handed it as ``init``."""
-    full.seconds += warm.seconds
+    """``full``, the full-rank phase, with its mean-field phase ``warm`` recorded in ``config``:
+    ``warm_start`` (the mean-field steps) and ``warm_start_elbo_final``; whether ``fit`` made the
+    warm start or was handed it as ``init``."""
     full.config = dict(full.config, warm_start=len(warm.elbo), warm_start_elbo_final=warm.elbo_final)
     return full
 

@@ -119,9 +119,9 @@ def fit(
         Laplace fit that passed its test of the mode is the start to give
         (docs/user_guide/families.md); one that did not is refused. The
         model must have the same variables and shapes. A full-rank fit from
-        a mean-field one is a warm start made by hand, recorded as
-        ``fit``'s own: ``seconds`` counts both phases, and ``config`` has
-        ``warm_start`` and ``warm_start_elbo_final``.
+        a mean-field one is a warm start made by hand: ``config`` records it
+        as ``fit``'s own (``warm_start``, ``warm_start_elbo_final``), and
+        ``seconds`` counts the full-rank phase alone.
     average : float, optional
         Share of the final steps whose iterates are averaged into the result
         (Polyak-Ruppert), in [0, 1). Use 0 with a decaying schedule. Default
