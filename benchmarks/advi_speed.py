@@ -6,11 +6,11 @@
 One process, float32, MNIST, batch 128, mean-field Gaussian q, Adam, one
 Monte Carlo draw per step, N(0, 1) priors on every weight and bias. All five
 see the same minibatches: the rows the engine draws on the device
-(:func:`bnn_zoo.inference.engine.batch_indices`), gathered from device-resident data
+(:func:`bnn_zoo.inference.advi.engine.batch_indices`), gathered from device-resident data
 inside each jitted step (for pm.fit, copied into its ``pm.Data`` containers
 by ``set_value``, which is how ``pm.fit`` takes minibatches from NumPy).
 
-- ``engine``: what :func:`bnn_zoo.fit` runs (:func:`bnn_zoo.inference.prepare.prepare`'s
+- ``engine``: what :func:`bnn_zoo.fit` runs (:func:`bnn_zoo.inference.advi.prepare.prepare`'s
   runner): the PyMC model compiled to JAX, many steps per call.
 - ``pymc_fit``: PyMC's own ADVI step (``KLqp`` on ``MeanField``, what
   ``pm.fit(method="advi", backend="jax")`` iterates), one Python call per step.
@@ -51,11 +51,12 @@ from jax import lax
 
 from bnn_zoo import MeanField, precision
 from bnn_zoo.data import mnist
-from bnn_zoo.inference import noise, reference
-from bnn_zoo.inference.prepare import prepare
-from bnn_zoo.inference.engine import batch_indices
+from bnn_zoo.inference.advi import noise
+from bnn_zoo.inference.alternatives import reference
+from bnn_zoo.inference.advi.prepare import prepare
+from bnn_zoo.inference.advi.engine import batch_indices
 from bnn_zoo.inference.families import softplus
-from bnn_zoo.inference.io import write_json
+from bnn_zoo.inference.support.io import write_json
 from bnn_zoo.models import mlp_classifier
 from bnn_zoo.models.cnn import cnn_classifier
 
@@ -115,7 +116,7 @@ def handwritten_bbb(model: str, X, y, n: int):
     """The engine's mean-field step written directly in JAX: what it costs without PyMC's graph.
 
     The engine's own pieces, minus the PyMC model: one flat ``mu`` and
-    ``rho``, one draw of noise from :mod:`bnn_zoo.inference.noise` behind the same
+    ``rho``, one draw of noise from :mod:`bnn_zoo.inference.advi.noise` behind the same
     optimisation barrier, ``w = mu + softplus(rho) * eps`` with the engine's
     :func:`bnn_zoo.inference.families.softplus`, N(0, 1) prior on every weight and
     bias, the batch's log likelihood scaled by ``n / B``, Adam, parameters

@@ -5,7 +5,7 @@
 One process, float64, a 2-25-25-1 tanh network (751 weights and biases, N(0, 1)
 priors) classifying 500 points of two moons on the full data, one Monte Carlo
 draw per step, Adam. For each family, the engine's step (what
-:func:`bnn_zoo.fit` runs: :func:`bnn_zoo.inference.prepare.prepare`'s runner,
+:func:`bnn_zoo.fit` runs: :func:`bnn_zoo.inference.advi.prepare.prepare`'s runner,
 many steps per call) and its peers', in interleaved blocks (each runs a block
 in turn, so all see the same machine state), median ms per step after a
 warm-up that compiles:
@@ -39,10 +39,10 @@ import pymc as pm
 
 import bnn_zoo
 from bnn_zoo.data import toy
-from bnn_zoo.inference import noise
+from bnn_zoo.inference.advi import noise
 from bnn_zoo.inference.families import FULL_RANK, softplus
-from bnn_zoo.inference.io import write_json
-from bnn_zoo.inference.prepare import prepare
+from bnn_zoo.inference.support.io import write_json
+from bnn_zoo.inference.advi.prepare import prepare
 
 from benchmarks.advi_speed import interleaved
 

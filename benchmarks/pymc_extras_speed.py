@@ -26,8 +26,8 @@ import pytensor.tensor as pt
 
 from bnn_zoo import MeanField
 from bnn_zoo.data import mnist
-from bnn_zoo.inference.prepare import prepare
-from bnn_zoo.inference.engine import batch_indices
+from bnn_zoo.inference.advi.prepare import prepare
+from bnn_zoo.inference.advi.engine import batch_indices
 
 LR, INIT_STD, SEED, B = 1e-3, 1e-3, 0, 128
 

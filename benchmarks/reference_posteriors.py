@@ -44,7 +44,7 @@ import xarray as xr
 import bnn_zoo
 from benchmarks import posteriordb
 from bnn_zoo.inference.families.centring import candidates as centring_candidates
-from bnn_zoo.inference.io import atomic_write, write_json, write_text
+from bnn_zoo.inference.support.io import atomic_write, write_json, write_text
 
 REFERENCES = Path(__file__).resolve().parent / "results" / "reference_posteriors"
 REF_DRAWS = 1000  # per chain of the reference

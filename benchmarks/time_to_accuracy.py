@@ -4,7 +4,7 @@
         [--minutes 20] [--targets 2.0,1.8,1.6] [--estimators weights,local_reparam,flipout]
         [--data-dir DIR] [--limit-train N] [--csv FILE] [--json FILE]
 
-Each estimator (:mod:`bnn_zoo.inference.estimators`) fits the same 784-H-H-10
+Each estimator (:mod:`bnn_zoo.inference.advi.estimators`) fits the same 784-H-H-10
 ReLU network (``bnn-zoo mnist-bbb``'s model: N(0, 1) weights, images scaled
 by 126, float32) by mean-field ADVI with beta = 1 and Blundell's KL
 weighting, batch 128, Adam at a constant 1e-3, from the same initial q and
@@ -34,12 +34,12 @@ import pandas as pd
 
 from bnn_zoo import ELBO, MeanField, precision
 from bnn_zoo.data import mnist
-from bnn_zoo.inference import core, optim
-from bnn_zoo.inference.prepare import prepare
-from bnn_zoo.inference.estimators import ESTIMATORS
+from bnn_zoo.inference.advi import core, optim
+from bnn_zoo.inference.advi.prepare import prepare
+from bnn_zoo.inference.advi.estimators import ESTIMATORS
 from bnn_zoo.inference.families import MEAN_FIELD
-from bnn_zoo.inference.io import atomic_write, write_json
-from bnn_zoo.inference.jaxmodel import compile_predictive
+from bnn_zoo.inference.support.io import atomic_write, write_json
+from bnn_zoo.inference.compile.jaxmodel import compile_predictive
 from bnn_zoo.models import mlp_classifier
 
 BATCH, LR, INIT_STD, DRAWS, SEED = 128, 1e-3, 0.03, 10, 0

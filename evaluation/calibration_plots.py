@@ -69,7 +69,7 @@ def with_predictive(fit, idata: DataTree, random_seed: int = 0) -> DataTree:
     xarray.DataTree
         ``idata`` with a ``posterior_predictive`` group added (in place, and returned).
     """
-    from bnn_zoo.inference.prediction import predict
+    from bnn_zoo.inference.posterior.prediction import predict
 
     pred = predict(fit, idata=idata, random_seed=random_seed)
     idata["posterior_predictive"] = DataTree(pred["predictions"].to_dataset())

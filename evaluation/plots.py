@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from bnn_zoo.inference.io import atomic_write
+from bnn_zoo.inference.support.io import atomic_write
 
 __all__ = ["compare", "elbo_trace", "forest", "image_grid", "prior_grid", "pruned_weights", "reliability",
            "save", "snr_distribution", "uncertainty_map", "variance_vs_error", "weight_posteriors"]

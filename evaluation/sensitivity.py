@@ -13,7 +13,7 @@ alone: the data decide it, the usual case.
 On draws from a variational q rather than from the posterior the weights power-scale q's
 draws, so the numbers describe q's posterior as far as q resembles it (see
 :func:`bnn_zoo.reweighted` and q's Pareto k in ``idata.attrs`` for how far that is). Where q's
-k is above :data:`~bnn_zoo.inference.qcheck.K_WARN`, q misses a part of the posterior, a
+k is above :data:`~bnn_zoo.inference.diagnostics.qcheck.K_WARN`, q misses a part of the posterior, a
 quantity can read as not sensitive ("✓") where NUTS draws find it prior-sensitive, and
 :func:`prior_sensitivity` and :func:`plot` warn (``ApproximationWarning``).
 
@@ -44,7 +44,7 @@ def _q_pareto_k(idata: DataTree) -> float:
 
     NaN for draws without one (``pm.sample``'s, or ``bnn_zoo.sample``'s without log-likelihood).
     """
-    from bnn_zoo.inference.qcheck import NAME  # the engine: loaded when used
+    from bnn_zoo.inference.diagnostics.qcheck import NAME  # the engine: loaded when used
 
     k = idata.attrs.get(NAME, idata.attrs.get("pareto_k"))  # "pareto_k": DataTrees written before the rename
     return math.nan if k is None else float(k)
@@ -52,7 +52,7 @@ def _q_pareto_k(idata: DataTree) -> float:
 
 def _prepared(idata: DataTree, model, caller: str) -> DataTree:
     """``idata`` with its ``log_prior`` group, after checking it and warning about a poor q."""
-    from bnn_zoo.inference.qcheck import K_WARN, NEXT, ApproximationWarning  # the engine: loaded when used
+    from bnn_zoo.inference.diagnostics.qcheck import K_WARN, NEXT, ApproximationWarning  # the engine: loaded when used
 
     if "log_likelihood" not in idata.children:
         raise ValueError(f"{caller}: idata has no log_likelihood group; add it with "
@@ -106,7 +106,7 @@ def prior_sensitivity(idata: DataTree, model=None, var_names=None) -> "pandas.Da
     -----
     ApproximationWarning
         When q's Pareto k (in ``idata.attrs``) is above
-        :data:`~bnn_zoo.inference.qcheck.K_WARN`: the sensitivities of its draws are unreliable.
+        :data:`~bnn_zoo.inference.diagnostics.qcheck.K_WARN`: the sensitivities of its draws are unreliable.
     """
     import numpy as np
     import xarray as xr

@@ -21,7 +21,7 @@ with the experiment's defaults (``advi``), full-rank ADVI from it
 (``fullrank_advi``), the mixture of 6 mean-field restarts (``advi_mixture``),
 mean-field ADVI with the prior study's best pair (``advi_best_prior``, toy
 only), SGLD, cyclical SGLD, a deep ensemble of 5 MAP fits, MC dropout
-and SWAG (:mod:`bnn_zoo.inference.baselines`, :mod:`bnn_zoo.inference.dropout`).
+and SWAG (:mod:`bnn_zoo.inference.alternatives.baselines`, :mod:`bnn_zoo.inference.alternatives.dropout`).
 
 The cases live in :mod:`~bnn_zoo.experiments.alternatives_cases`, one
 method's run in :mod:`~bnn_zoo.experiments.alternatives_fits`; this module
@@ -87,7 +87,7 @@ def compare(spec: Spec, bench: Benchmark, out: Path, methods: list[str], figures
                                 if c in records]])
     table.index.name = "method"
     report.figures(spec.benchmark, bench, draws, figures, spec.key_prefix)
-    from bnn_zoo.inference.io import atomic_write, write_text
+    from bnn_zoo.inference.support.io import atomic_write, write_text
 
     atomic_write(out / f"{spec.key_prefix}.csv", lambda tmp: table.to_csv(tmp, float_format="%.6g"))
     if spec.benchmark == "mnist":

@@ -26,7 +26,7 @@ __all__ = ["load_draws", "posterior", "predictions", "run_one"]
 def _advi(model, s: dict, method: str, seed: int):
     """The experiment's ADVI: restarts picked early (or pooled), full-rank from the mean-field fit."""
     import bnn_zoo
-    from bnn_zoo.inference import optim
+    from bnn_zoo.inference.advi import optim
 
     def opt(lr):
         return optim.make("adam", lr, s["steps"], schedule_kind="cosine", final=s["lr_final"])
@@ -75,7 +75,7 @@ def posterior(bench: Benchmark, method: str, seed: int):
     ValueError
         For an unknown method.
     """
-    from bnn_zoo.inference import baselines as alt
+    from bnn_zoo.inference.alternatives import baselines as alt
 
     prior = getattr(bench, "best_prior", bench.prior) if method == "advi_best_prior" else bench.prior
     model = bench.model(prior)
@@ -115,7 +115,7 @@ def predictions(bench: Benchmark, method: str, seed: int) -> tuple[dict, dict]:
         the predictions' r-hat.
     """
     from bnn_zoo import predict
-    from bnn_zoo.inference import dropout
+    from bnn_zoo.inference.alternatives import dropout
 
     names = [bench.var] + (["sigma"] if bench.var == "mu" else [])
     t0 = time.perf_counter()
@@ -177,7 +177,7 @@ def run_one(spec: Spec, method: str, out: str) -> dict:
     """
     import xarray as xr
 
-    from bnn_zoo.inference.io import atomic_write
+    from bnn_zoo.inference.support.io import atomic_write
 
     for flag in worker_xla_flags():
         add_xla_flag(flag)

@@ -18,7 +18,7 @@ from typing import Any
 import pymc as pm
 
 from bnn_zoo.inference import defaults
-from bnn_zoo.inference.batch import pick_step
+from bnn_zoo.inference.advi.batch import pick_step
 
 __all__ = ["Evaluation", "Experiment", "Record", "RunConfig"]
 
@@ -51,12 +51,12 @@ class RunConfig:
     epochs : int, optional
         Passes over the training set instead of ``steps``.
     optimizer : str, default bnn_zoo.inference.defaults.OPTIMIZER
-        An optimizer of :data:`bnn_zoo.inference.optim.OPTIMIZERS`.
+        An optimizer of :data:`bnn_zoo.inference.advi.optim.OPTIMIZERS`.
     lr : float, default bnn_zoo.inference.defaults.LEARNING_RATE
         The initial learning rate.
     lr_schedule : str, default bnn_zoo.inference.defaults.SCHEDULE
         The learning rate's schedule, one of
-        :data:`bnn_zoo.inference.optim.SCHEDULES`.
+        :data:`bnn_zoo.inference.advi.optim.SCHEDULES`.
     lr_final : float, default bnn_zoo.inference.defaults.FINAL
         The final learning rate of a decaying schedule, as a share of ``lr``.
     lr_decay_epochs : tuple of int, default ()
@@ -173,7 +173,7 @@ class RunConfig:
         return self.seed if self.init_seed is None else self.init_seed
 
     def early_pick(self, steps: int) -> int:
-        """The step at which the best restart runs on alone (:func:`~bnn_zoo.inference.batch.pick_step`
+        """The step at which the best restart runs on alone (:func:`~bnn_zoo.inference.advi.batch.pick_step`
         of ``steps``), or 0: no early pick (one fit, a mixture, or all run to the end)."""
         return pick_step(self.pick_at, steps) if self.pick == "best" and self.restarts > 1 else 0
 
@@ -261,7 +261,7 @@ class Experiment:
         A run's config and data -> the ``pymc.Model`` to fit.
     evaluate : callable
         ``(cfg, data, fits, idata)`` -> an :class:`Evaluation`: the run's
-        fits (a list of :class:`~bnn_zoo.inference.advi.FitResult`, the
+        fits (a list of :class:`~bnn_zoo.inference.posterior.result.FitResult`, the
         restarts kept) and their posterior draws (an ArviZ DataTree).
     report : callable
         A :class:`Record` -> its line on stdout.
@@ -273,7 +273,7 @@ class Experiment:
         of :class:`RunConfig`'s.
     loo : bool, default False
         Sample the pointwise log likelihood (for PSIS-LOO); ``--draws``
-        must then be at least :data:`bnn_zoo.inference.psis.MIN_DRAWS`.
+        must then be at least :data:`bnn_zoo.inference.diagnostics.psis.MIN_DRAWS`.
     keep_posterior : bool, default True
         Write the posterior draws into ``idata.nc``.
     minibatches : bool, default False

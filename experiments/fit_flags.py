@@ -17,8 +17,8 @@ from pathlib import Path
 from bnn_zoo.experiments.config import Experiment, RunConfig
 from bnn_zoo.experiments.flags import (HelpFormatter, Parser, fraction, nonneg_int, positive_float, positive_int,
                                        unit_interval)
-from bnn_zoo.inference import optim
-from bnn_zoo.inference.estimators import ESTIMATORS
+from bnn_zoo.inference.advi import optim
+from bnn_zoo.inference.advi.estimators import ESTIMATORS
 from bnn_zoo.inference.methods import SINGLE
 
 __all__ = ["ADVI_ONLY", "add_fit_arguments", "build_parser", "fit_settings", "flag_defaults"]

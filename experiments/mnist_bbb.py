@@ -34,7 +34,7 @@ from bnn_zoo.evaluation.pruning import FRACTIONS, SCORES, cutoff, prune_table, p
 from bnn_zoo.experiments import config, mnist_shared, runner
 from bnn_zoo.experiments.fit_flags import fit_settings
 from bnn_zoo.experiments.flags import UsageError, positive_float
-from bnn_zoo.inference.sampling import point_posterior
+from bnn_zoo.inference.posterior.sampling import point_posterior
 from bnn_zoo.models import HYPERPRIORS, WEIGHT_PRIORS, mlp_classifier
 
 __all__ = ["DEFAULTS", "EXPERIMENT", "HIDDEN", "PREDICT_CHUNK", "PRIORS", "BBBConfig", "arguments", "configs",

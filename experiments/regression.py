@@ -43,7 +43,7 @@ from bnn_zoo.evaluation.metrics import predictive_interval
 from bnn_zoo.experiments import config, runner
 from bnn_zoo.experiments.fit_flags import fit_settings
 from bnn_zoo.experiments.flags import int_list, nonneg_float, positive_float
-from bnn_zoo.inference.io import write_text
+from bnn_zoo.inference.support.io import write_text
 from bnn_zoo.models.mlp import ACTIVATIONS, mlp_regressor
 
 __all__ = ["ARCHITECTURE", "BETAS", "DEFAULTS", "EXPERIMENT", "PREDICTIVE_REPLICAS", "RegressionConfig",

@@ -218,7 +218,7 @@ def write_report(folder: Path, out: Path) -> Path:
     import pandas as pd
 
     from bnn_zoo.evaluation import comparison_plots, plots, sweeps
-    from bnn_zoo.inference.io import atomic_write, write_text
+    from bnn_zoo.inference.support.io import atomic_write, write_text
 
     table = load(folder)
     gaps, diffs = sweeps.pair_gaps(table), sweeps.elpd_differences(table)

@@ -46,14 +46,16 @@ from bnn_zoo.experiments.fit_flags import ADVI_ONLY, build_parser, flag_defaults
 from bnn_zoo.experiments.flags import UsageError, check_writable
 from bnn_zoo.experiments.resources import run_lock
 from bnn_zoo.experiments.runtime import keep_interrupts, run_many, use_compilation_cache, xla_flags
-from bnn_zoo.inference import CheckpointError, ConvergenceWarning, NonFiniteLossError, methods, optim, psis, qcheck
+from bnn_zoo.inference import CheckpointError, ConvergenceWarning, NonFiniteLossError, methods
+from bnn_zoo.inference.advi import optim
+from bnn_zoo.inference.diagnostics import psis, qcheck
 from bnn_zoo.inference.families import FAMILIES
-from bnn_zoo.inference.prepare import MAX_STEPS
-from bnn_zoo.inference import diagnostics
-from bnn_zoo.inference.engine import steps_per_epoch
-from bnn_zoo.inference.io import atomic_dir, write_json
-from bnn_zoo.inference import restarts
-from bnn_zoo.inference.restarts import fit_elbo
+from bnn_zoo.inference.advi.prepare import MAX_STEPS
+from bnn_zoo.inference.diagnostics import convergence as diagnostics
+from bnn_zoo.inference.advi.engine import steps_per_epoch
+from bnn_zoo.inference.support.io import atomic_dir, write_json
+from bnn_zoo.inference.posterior import restarts
+from bnn_zoo.inference.posterior.restarts import fit_elbo
 
 __all__ = ["check", "main", "make_optimizer", "minibatch_rows", "recorded_convergence", "run"]
 
@@ -114,9 +116,9 @@ def make_optimizer(cfg: RunConfig, lr: float, steps: int, decays: dict | None = 
 
     Returns
     -------
-    bnn_zoo.inference.optim.Described
+    bnn_zoo.inference.advi.optim.Described
         The optax transformation, with its description
-        (:func:`bnn_zoo.inference.optim.make`).
+        (:func:`bnn_zoo.inference.advi.optim.make`).
     """
     return optim.make(cfg.optimizer, lr, steps, schedule_kind=cfg.lr_schedule, final=cfg.lr_final,
                       decays=decays or {})
@@ -149,7 +151,7 @@ def run(exp: Experiment, cfg: RunConfig, data=None) -> Record:
     Raises
     ------
     UsageError
-        If the steps exceed :data:`~bnn_zoo.inference.prepare.MAX_STEPS`, the
+        If the steps exceed :data:`~bnn_zoo.inference.advi.prepare.MAX_STEPS`, the
         batch is larger than the training set, or ``--resume`` finds no
         checkpoint.
     NonFiniteLossError
@@ -367,11 +369,11 @@ def check(exp: Experiment, cfg: RunConfig) -> None:
     Raises
     ------
     UsageError
-        If PSIS-LOO gets fewer than :data:`~bnn_zoo.inference.psis.MIN_DRAWS`
+        If PSIS-LOO gets fewer than :data:`~bnn_zoo.inference.diagnostics.psis.MIN_DRAWS`
         draws, ``--pick-at`` meets minibatches, there are fewer draws than
         restarts, a per-example estimator meets full-rank q, a minibatch
         experiment asks for full-rank q or Laplace, Laplace meets a KL weight, or the steps or epochs exceed
-        :data:`~bnn_zoo.inference.prepare.MAX_STEPS`.
+        :data:`~bnn_zoo.inference.advi.prepare.MAX_STEPS`.
     """
     if exp.loo and cfg.draws < psis.MIN_DRAWS:
         raise UsageError(f"--draws {cfg.draws}: PSIS-LOO needs at least {psis.MIN_DRAWS} draws")
@@ -404,7 +406,7 @@ def check(exp: Experiment, cfg: RunConfig) -> None:
 
 def _report(exp: Experiment, prog: str, record: Record) -> None:
     """The run's line on stdout; on stderr, a note when q's Pareto k is above
-    :data:`bnn_zoo.inference.qcheck.K_WARN` (for these networks, the expected case), and a warning
+    :data:`bnn_zoo.inference.diagnostics.qcheck.K_WARN` (for these networks, the expected case), and a warning
     when some of q's draws are impossible or the fit did not pass its convergence test."""
     print(exp.report(record), flush=True)
     k = record.metrics.get(qcheck.NAME, np.nan)
@@ -434,7 +436,7 @@ def recorded_convergence(metrics: dict):
 
     Returns
     -------
-    bnn_zoo.inference.diagnostics.Convergence or bnn_zoo.inference.modecheck.ModeCheck
+    bnn_zoo.inference.diagnostics.convergence.Convergence or bnn_zoo.inference.diagnostics.modecheck.ModeCheck
         The finding (of the ELBO trace, or of the Laplace approximation's mode), whose
         ``describe`` and ``hint`` make the warning; ``converged`` is ``False``.
     """

@@ -120,7 +120,7 @@ class Store:
         """Write a fit's record (lists as JSON text), and its draws first, each atomically."""
         import pandas as pd
 
-        from bnn_zoo.inference.io import atomic_write
+        from bnn_zoo.inference.support.io import atomic_write
 
         if draws is not None:  # before the record: a record means that everything of its fit is there
             self.draws.mkdir(exist_ok=True)
@@ -144,7 +144,7 @@ class Store:
 
     def consolidate(self) -> Path:
         """``fits.parquet``: every record in the store (of this spec and of earlier ones)."""
-        from bnn_zoo.inference.io import atomic_write
+        from bnn_zoo.inference.support.io import atomic_write
 
         table = self.table(sorted(self.done()))
         path = self.root / "fits.parquet"

@@ -27,7 +27,7 @@ missing ones (after a ``kill -9`` too); a changed spec adds its new fits.
 Fits that share a model structure (the same prior pair, architecture,
 training-set size and fit settings) run together, ``--fits-per-task`` at a
 time, in one vmapped program (:mod:`~bnn_zoo.experiments.sweep_fits`, on
-:mod:`bnn_zoo.inference.batch`). The tasks run in this process
+:mod:`bnn_zoo.inference.advi.batch`). The tasks run in this process
 (``--workers 1``), on a Dask ``LocalCluster`` of ``--workers``
 single-threaded processes (default: one per core), or on an existing
 cluster (``--scheduler tcp://host:8786``).
@@ -236,11 +236,11 @@ def check(args) -> None:
     UsageError
         If ``--draws`` is below PSIS-LOO's minimum or below ``--restarts``,
         ``--kfold`` is 1 or does not divide every ``--n-train``, ``--steps``
-        exceeds :data:`~bnn_zoo.inference.prepare.MAX_STEPS`, ``--scheduler``
+        exceeds :data:`~bnn_zoo.inference.advi.prepare.MAX_STEPS`, ``--scheduler``
         is not a Dask address, or ``--out`` is not a writable folder.
     """
-    from bnn_zoo.inference.prepare import MAX_STEPS
-    from bnn_zoo.inference.psis import MIN_DRAWS
+    from bnn_zoo.inference.advi.prepare import MAX_STEPS
+    from bnn_zoo.inference.diagnostics.psis import MIN_DRAWS
 
     if args.draws < MIN_DRAWS:
         raise UsageError(f"--draws must be at least {MIN_DRAWS} for PSIS-LOO, got {args.draws}")

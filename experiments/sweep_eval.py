@@ -4,10 +4,10 @@
 :class:`~bnn_zoo.experiments.sweep_fits.Batch`) and computes, for all of them
 in one compiled JAX program mapped over the fits, what ``bnn-zoo moons``
 computes for one: the restart with the highest ELBO by fresh draws
-(:func:`~bnn_zoo.inference.restarts.q_elbo`), the draws of its q
-(:func:`~bnn_zoo.inference.gaussians.transform`), the model's log density and
+(:func:`~bnn_zoo.inference.posterior.restarts.q_elbo`), the draws of its q
+(:func:`~bnn_zoo.inference.families.gaussians.transform`), the model's log density and
 pointwise log likelihoods at them, PSIS-LOO
-(:func:`~bnn_zoo.inference.psis.pointwise`), the posterior predictive mean on
+(:func:`~bnn_zoo.inference.diagnostics.psis.pointwise`), the posterior predictive mean on
 the test points and its metrics (:func:`~bnn_zoo.evaluation.metrics.scores`).
 :func:`fold_scores` does the same for K-fold refits' held-out points. The
 host makes only the standard-normal noise, with NumPy's generator seeded as
@@ -29,9 +29,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnn_zoo.evaluation import metrics
-from bnn_zoo.inference import gaussians, psis, restarts
-from bnn_zoo.inference.batch import draws_mean
-from bnn_zoo.inference.restarts import ELBO_DRAWS
+from bnn_zoo.inference.diagnostics import psis
+from bnn_zoo.inference.families import gaussians
+from bnn_zoo.inference.posterior import restarts
+from bnn_zoo.inference.advi.batch import draws_mean
+from bnn_zoo.inference.posterior.restarts import ELBO_DRAWS
 
 __all__ = ["Timing", "fits_at_once", "fold_scores", "noise", "score"]
 
@@ -56,7 +58,7 @@ def fits_at_once() -> int:
 def noise(seeds, n: int, dim: int) -> np.ndarray:
     """``(fits, n, dim)`` standard normals, fit ``i``'s from ``numpy.random.default_rng(seeds[i])``.
 
-    What :func:`~bnn_zoo.inference.gaussians.sample` draws for a fit with
+    What :func:`~bnn_zoo.inference.families.gaussians.sample` draws for a fit with
     that seed, so that the program's draws are the ones of a fit run alone.
     """
     return np.stack([np.random.default_rng(s).standard_normal((n, dim)) for s in seeds])
@@ -107,9 +109,9 @@ def _on_draws(density, outputs, z, data):
 def _chosen(density, x, pick: bool):
     """One fit's q to score (of its candidates ``x["q"]``), with ``picked`` (and the ``elbos``).
 
-    With ``pick``, the candidate with the highest ELBO (:func:`~bnn_zoo.inference.restarts.best`) by the draws
+    With ``pick``, the candidate with the highest ELBO (:func:`~bnn_zoo.inference.posterior.restarts.best`) by the draws
     ``x["eps_pick"]`` on ``x["train"]``, as
-    :func:`~bnn_zoo.inference.restarts.q_elbo` estimates it; else the one
+    :func:`~bnn_zoo.inference.posterior.restarts.q_elbo` estimates it; else the one
     candidate.
     """
     if not pick:
@@ -139,7 +141,7 @@ def score(density, observed: str, qs, train, test, y_test, seeds, draws: int, pi
 
     Parameters
     ----------
-    density : bnn_zoo.inference.jaxmodel.ModelFunction
+    density : bnn_zoo.inference.compile.jaxmodel.ModelFunction
         The compiled model the fits share.
     observed : str
         The model's observed variable.
@@ -157,7 +159,7 @@ def score(density, observed: str, qs, train, test, y_test, seeds, draws: int, pi
         Draws of the chosen q.
     pick : bool
         Pick each fit's candidate by q's ELBO from
-        :data:`~bnn_zoo.inference.restarts.ELBO_DRAWS` fresh draws.
+        :data:`~bnn_zoo.inference.posterior.restarts.ELBO_DRAWS` fresh draws.
     timing : Timing, optional
         Adds the compile and run seconds to it.
 
@@ -173,7 +175,7 @@ def score(density, observed: str, qs, train, test, y_test, seeds, draws: int, pi
     Raises
     ------
     ValueError
-        With fewer than :data:`~bnn_zoo.inference.psis.MIN_DRAWS` draws.
+        With fewer than :data:`~bnn_zoo.inference.diagnostics.psis.MIN_DRAWS` draws.
     """
     if draws < psis.MIN_DRAWS:
         raise ValueError(f"PSIS-LOO needs at least {psis.MIN_DRAWS} draws, got {draws}")
@@ -200,7 +202,7 @@ def fold_scores(density, qs, train, held, y_held, seeds, draws: int, pick: bool,
 
     Parameters
     ----------
-    density : bnn_zoo.inference.jaxmodel.ModelFunction
+    density : bnn_zoo.inference.compile.jaxmodel.ModelFunction
         The compiled model the refits share.
     qs : tuple
         ``(mean, factor)`` of each refit's candidates, stacked ``(refits,

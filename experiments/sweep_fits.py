@@ -23,7 +23,7 @@ from bnn_zoo.experiments import sweep_eval
 from bnn_zoo.experiments import toy_priors as toy
 from bnn_zoo.experiments.runner import make_optimizer
 from bnn_zoo.experiments.sweep_spec import KEY_FIELDS, fit_key
-from bnn_zoo.inference import restarts
+from bnn_zoo.inference.posterior import restarts
 
 __all__ = ["Batch", "bayes_task", "evaluate", "fit_task", "folds", "kfold_elpd", "kfold_task", "scores"]
 
@@ -57,7 +57,7 @@ class Batch:
     trains : list of list of numpy.ndarray
         Each fit's training data as the model's data containers.
     out
-        The stacked fits (:func:`bnn_zoo.inference.batch.run_stacked`'s
+        The stacked fits (:func:`bnn_zoo.inference.advi.batch.run_stacked`'s
         result), one row per fit and restart.
     """
 
@@ -66,9 +66,9 @@ class Batch:
         import bnn_zoo
         from bnn_zoo.data.toy import Split
         from bnn_zoo.inference import families, methods
-        from bnn_zoo.inference.batch import run_stacked
-        from bnn_zoo.inference.starts import initial_mean
-        from bnn_zoo.inference.jaxmodel import Layout, compile_model
+        from bnn_zoo.inference.advi.batch import run_stacked
+        from bnn_zoo.inference.advi.starts import initial_mean
+        from bnn_zoo.inference.compile.jaxmodel import Layout, compile_model
 
         cfg0 = cfgs[0]
         self.cfgs, self.R = cfgs, cfg0.restarts
@@ -344,7 +344,7 @@ def evaluate(density, q, train, test, y_test, cfg, observed: str) -> dict:
 
     Parameters
     ----------
-    density : bnn_zoo.inference.jaxmodel.ModelFunction
+    density : bnn_zoo.inference.compile.jaxmodel.ModelFunction
         The compiled model (a :class:`Batch`'s ``density``).
     q : tuple of numpy.ndarray
         q's mean and factor.
@@ -373,7 +373,7 @@ def evaluate(density, q, train, test, y_test, cfg, observed: str) -> dict:
 def _datatree(cfg, split, batch: Batch, row: int):
     """The chosen fit's posterior draws as :func:`bnn_zoo.sample` writes them (the runner's idata)."""
     import bnn_zoo
-    from bnn_zoo.inference.result import FitResult
+    from bnn_zoo.inference.posterior.result import FitResult
 
     with bnn_zoo.precision(cfg.float32):
         model = toy.model(cfg, split)

@@ -15,7 +15,7 @@ import pandas as pd
 from xarray import DataTree
 
 from bnn_zoo.evaluation import comparison_plots, plots
-from bnn_zoo.inference.io import atomic_write, write_text
+from bnn_zoo.inference.support.io import atomic_write, write_text
 from bnn_zoo.models.priors import SCALE_FREE
 
 __all__ = ["COLUMNS", "compare_pairs", "write_comparison"]

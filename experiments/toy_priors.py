@@ -35,7 +35,7 @@ from bnn_zoo.evaluation.metrics import all_metrics
 from bnn_zoo.experiments import config, runner
 from bnn_zoo.experiments.fit_flags import fit_settings
 from bnn_zoo.experiments.runtime import small_program_xla_flags
-from bnn_zoo.inference.qcheck import ApproximationWarning
+from bnn_zoo.inference.diagnostics.qcheck import ApproximationWarning
 from bnn_zoo.experiments.flags import int_list, n_train, names, nonneg_float, positive_int
 from bnn_zoo.experiments.toy_comparison import write_comparison
 from bnn_zoo.models import HYPERPRIORS, WEIGHT_PRIORS, mlp_classifier

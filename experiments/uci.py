@@ -159,7 +159,7 @@ def run_job(args, report=print) -> tuple[Path, int]:
         For bad input (:func:`configs`), or ``--table-only`` on a store without any of the
         job's records.
     """
-    from bnn_zoo.inference.io import atomic_write, write_text
+    from bnn_zoo.inference.support.io import atomic_write, write_text
 
     cfgs = configs(args)
     keys = {fit_key(c) for c in cfgs}
@@ -230,7 +230,7 @@ def _name_methods(store: Store) -> int:
     import pandas as pd
     import pyarrow.parquet as pq
 
-    from bnn_zoo.inference.io import atomic_write
+    from bnn_zoo.inference.support.io import atomic_write
 
     count = 0
     for path in sorted(store.records.glob("*.parquet")):
@@ -344,7 +344,7 @@ def main(argv=None, prog: str = "bnn-zoo uci") -> int:
     except SystemExit as exit_:
         return exit_.code
     try:
-        from bnn_zoo.inference.prepare import MAX_STEPS
+        from bnn_zoo.inference.advi.prepare import MAX_STEPS
 
         if args.steps > MAX_STEPS:
             raise UsageError(f"--steps {args.steps:,} is more than {MAX_STEPS:,}")

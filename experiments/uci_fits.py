@@ -15,10 +15,10 @@ Gamma prior (``--noise-prior``). The methods (:data:`METHODS`):
 ``fullrank_advi``
     full-rank ADVI from the mean-field fit (``bnn_zoo.fit(..., init=...)``);
 ``dropout``
-    MC dropout (:mod:`bnn_zoo.inference.dropout`) at rate ``--dropout-rate``;
+    MC dropout (:mod:`bnn_zoo.inference.alternatives.dropout`) at rate ``--dropout-rate``;
 ``ensemble``
     a deep ensemble of ``--members`` MAP fits of the same PyMC model
-    (:func:`bnn_zoo.inference.baselines.ensemble`).
+    (:func:`bnn_zoo.inference.alternatives.baselines.ensemble`).
 
 :func:`fit_task` fits a task (one data set and method, several splits, as
 :func:`tasks` cuts them) and scores each fit on its test part
@@ -365,7 +365,7 @@ def score_fit(fit, cfg: UCIConfig, split: uci.Split) -> dict:
 
 
 def _dropout(cfg: UCIConfig, split: uci.Split) -> dict:
-    from bnn_zoo.inference import dropout
+    from bnn_zoo.inference.alternatives import dropout
 
     net = dropout.fit_dropout(split.X_train, split.y_train, kind="regressor", hidden=(split.hidden,), activation="relu",
                       rate=cfg.dropout_rate, steps=cfg.steps, lr=cfg.lr, batch_size=cfg.batch_size, seed=cfg.fit_seed)
@@ -375,7 +375,7 @@ def _dropout(cfg: UCIConfig, split: uci.Split) -> dict:
 
 def _ensemble(cfg: UCIConfig, split: uci.Split) -> dict:
     import bnn_zoo
-    from bnn_zoo.inference.baselines import ensemble
+    from bnn_zoo.inference.alternatives.baselines import ensemble
 
     m = model(cfg, split)
     tree = ensemble(m, cfg.members, steps=cfg.steps, lr=cfg.lr, batch_size=cfg.batch_size, seed=cfg.fit_seed)

@@ -22,13 +22,13 @@ passes its test (:data:`~bnn_zoo.inference.methods.RUNGS`):
 
 The test (:func:`test`) has two parts.
 
-- **q's Pareto k** (:mod:`~bnn_zoo.inference.qcheck`) on ``draws`` draws and
+- **q's Pareto k** (:mod:`~bnn_zoo.inference.diagnostics.qcheck`) on ``draws`` draws and
   on each of their two halves: the rung's k is the largest of the three.
   k is itself an estimate, and near 0.7 a noisy one (on the centred eight
   schools one fit gave 0.51, 0.74 and 0.82 on three sets of draws; Neal's
   funnel after 3,000 steps, 0.65 on 8,000 draws and 0.85 on 16,000). A k
-  at most :data:`~bnn_zoo.inference.qcheck.K_GOOD` passes; one above
-  :data:`~bnn_zoo.inference.qcheck.K_WARN` fails; between them the test
+  at most :data:`~bnn_zoo.inference.diagnostics.qcheck.K_GOOD` passes; one above
+  :data:`~bnn_zoo.inference.diagnostics.qcheck.K_WARN` fails; between them the test
   draws :data:`MORE` times as many again, and the rung passes only if the
   k of those is at most 0.7 too: a q whose ratios have a heavy tail shows
   it the more draws one looks at, a good q does not.
@@ -63,13 +63,16 @@ import warnings
 import numpy as np
 import pymc as pm
 
-from bnn_zoo.inference import calls, defaults, methods, qcheck, restarts
-from bnn_zoo.inference.advi import fit_advi
+from bnn_zoo.inference import defaults, methods
+from bnn_zoo.inference.diagnostics import qcheck
+from bnn_zoo.inference.posterior import restarts
+from bnn_zoo.inference.support import calls
+from bnn_zoo.inference.advi.loop import fit_advi
 from bnn_zoo.inference.families.centring import candidates
 from bnn_zoo.inference.laplace import fit_laplace
 from bnn_zoo.inference.methods import RUNGS, Auto, Laplace
-from bnn_zoo.inference.draws import draw_z, evaluate_z
-from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLossError
+from bnn_zoo.inference.posterior.draws import draw_z, evaluate_z
+from bnn_zoo.inference.posterior.result import ConvergenceWarning, FitResult, NonFiniteLossError
 
 __all__ = ["MODE_SHARE", "MODE_STARTS", "MORE", "fit_auto", "path_table", "test"]
 

@@ -16,11 +16,11 @@ __all__ = ["AVERAGE", "CHECKPOINT_EVERY", "DRAWS", "FINAL", "FULLRANK_LEARNING_R
 
 #: Optimisation steps of a fit.
 STEPS = 20_000
-#: The optimizer, by name (:data:`bnn_zoo.inference.optim.OPTIMIZERS`).
+#: The optimizer, by name (:data:`bnn_zoo.inference.advi.optim.OPTIMIZERS`).
 OPTIMIZER = "adam"
 #: Its (initial) learning rate.
 LEARNING_RATE = 0.01
-#: The learning rate's schedule (:data:`bnn_zoo.inference.optim.SCHEDULES`).
+#: The learning rate's schedule (:data:`bnn_zoo.inference.advi.optim.SCHEDULES`).
 SCHEDULE = "constant"
 #: A decaying schedule's final rate, as a share of the initial one.
 FINAL = 0.01

@@ -16,14 +16,15 @@ from collections.abc import Sequence
 import optax
 import pymc as pm
 
-from bnn_zoo.inference import calls, defaults, methods
-from bnn_zoo.inference.advi import fit_advi
+from bnn_zoo.inference import defaults, methods
+from bnn_zoo.inference.support import calls
+from bnn_zoo.inference.advi.loop import fit_advi
 from bnn_zoo.inference.auto import fit_auto
-from bnn_zoo.inference.checkpoint import Checkpoint
+from bnn_zoo.inference.advi.checkpoint import Checkpoint
 from bnn_zoo.inference.laplace import fit_laplace
-from bnn_zoo.inference.objective import ELBO
-from bnn_zoo.inference.renamed import refuse_renamed
-from bnn_zoo.inference.result import FitResult
+from bnn_zoo.inference.advi.objective import ELBO
+from bnn_zoo.inference.support.renamed import refuse_renamed
+from bnn_zoo.inference.posterior.result import FitResult
 
 __all__ = ["fit"]
 
@@ -96,7 +97,7 @@ def fit(
         Any optax optimizer; learning-rate schedules are optax schedules
         (``optax.adam(optax.cosine_decay_schedule(0.01, steps))``; with a rate
         that decays to near zero, set ``average=0``). Default: Adam at a
-        constant 0.01 (:func:`bnn_zoo.inference.optim.default`).
+        constant 0.01 (:func:`bnn_zoo.inference.advi.optim.default`).
     objective : ELBO, optional
         The objective as a value: ``bnn_zoo.ELBO(beta=..., kl_weighting=...,
         mc_samples=..., estimator=..., path_derivative=...)``. Default

@@ -6,7 +6,7 @@ then, with the dense curvature, trust-region Newton steps on the exact
 Hessian wherever L-BFGS stopped short of a curved mode, as it does on a
 badly scaled regression, where its relative-change stop can leave it
 nats below) and returns q = N(mode, H^{-1}), ``H`` the negative Hessian of the log
-density at the mode, as a :class:`~bnn_zoo.inference.result.FitResult`, so
+density at the mode, as a :class:`~bnn_zoo.inference.posterior.result.FitResult`, so
 that :func:`bnn_zoo.sample`, :func:`bnn_zoo.predict` and :func:`bnn_zoo.loo`
 take it unchanged. Two curvatures (:class:`Laplace`):
 
@@ -18,9 +18,9 @@ take it unchanged. Two curvatures (:class:`Laplace`):
   ``c^{-1} I + U (Lambda^{-1} - c^{-1}) U^T``, ``O(dim rank)`` memory.
 
 The fit tests whether L-BFGS reached the mode (a
-:class:`~bnn_zoo.inference.modecheck.ModeCheck`, ``FitResult.convergence``):
+:class:`~bnn_zoo.inference.diagnostics.modecheck.ModeCheck`, ``FitResult.convergence``):
 the gradient there small on the posterior's own scale, the Hessian positive
-definite (:mod:`~bnn_zoo.inference.diagnostics`), and warns with a
+definite (:mod:`~bnn_zoo.inference.diagnostics.convergence`), and warns with a
 :class:`LaplaceWarning` (a ``ConvergenceWarning``) when it did not. Where the
 point is not a strict maximum (a network's saddle, an optimiser stopped
 early) the Hessian has negative eigenvalues, and q takes their absolute
@@ -41,14 +41,15 @@ import pytensor
 import scipy.optimize
 import scipy.sparse.linalg
 
-from bnn_zoo.inference import families, gaussians
-from bnn_zoo.inference.modecheck import MODE_NATS, ModeCheck, flat_tolerance, mode_check
-from bnn_zoo.inference.jaxmodel import Layout, compile_model
+from bnn_zoo.inference import families
+from bnn_zoo.inference.families import gaussians
+from bnn_zoo.inference.diagnostics.modecheck import MODE_NATS, ModeCheck, flat_tolerance, mode_check
+from bnn_zoo.inference.compile.jaxmodel import Layout, compile_model
 from bnn_zoo.inference.methods import Laplace
-from bnn_zoo.inference.minibatch import unwrap as unwrap_minibatch
-from bnn_zoo.inference.prepare import check_steps, model_dtype
-from bnn_zoo.inference.starts import given_initvals, initial_mean
-from bnn_zoo.inference.result import ConvergenceWarning, FitResult, NonFiniteLossError, warn_unless_converged
+from bnn_zoo.inference.compile.minibatch import unwrap as unwrap_minibatch
+from bnn_zoo.inference.advi.prepare import check_steps, model_dtype
+from bnn_zoo.inference.advi.starts import given_initvals, initial_mean
+from bnn_zoo.inference.posterior.result import ConvergenceWarning, FitResult, NonFiniteLossError, warn_unless_converged
 
 __all__ = ["DENSE_MAX", "DISTINCT", "HUTCHINSON_PROBES", "JITTER", "NEWTON_STEPS", "LaplaceWarning",
            "fit_laplace"]
@@ -69,9 +70,9 @@ DISTINCT = 4.0
 class LaplaceWarning(ConvergenceWarning):
     """The Laplace approximation did not pass its test: L-BFGS stopped short of a mode, at a saddle or flat.
 
-    A :class:`~bnn_zoo.inference.result.ConvergenceWarning`, so that one
+    A :class:`~bnn_zoo.inference.posterior.result.ConvergenceWarning`, so that one
     filter silences every method's; the message says what the test
-    (:class:`~bnn_zoo.inference.modecheck.ModeCheck`) found.
+    (:class:`~bnn_zoo.inference.diagnostics.modecheck.ModeCheck`) found.
     """
 
 
@@ -99,7 +100,7 @@ def fit_laplace(model: pm.Model, spec: Laplace = Laplace(), *, steps: int = 20_0
         The curvature and rank.
     steps : int, default 20000
         L-BFGS's most iterations to the mode, in ``1..MAX_STEPS`` (ADVI's
-        check, :func:`~bnn_zoo.inference.prepare.check_steps`).
+        check, :func:`~bnn_zoo.inference.advi.prepare.check_steps`).
     random_seed : int, default 0
         Seeds the initial point (as :func:`bnn_zoo.fit`'s initial means)
         and the trace estimator's probes.
@@ -111,7 +112,7 @@ def fit_laplace(model: pm.Model, spec: Laplace = Laplace(), *, steps: int = 20_0
         low-rank one. Its ``elbo`` holds the log density at the start and
         at each L-BFGS iteration (not an ELBO: its ``elbo_final`` is NaN),
         its ``convergence`` the test of the mode
-        (:class:`~bnn_zoo.inference.modecheck.ModeCheck`).
+        (:class:`~bnn_zoo.inference.diagnostics.modecheck.ModeCheck`).
 
     Raises
     ------
@@ -290,7 +291,7 @@ def _dense_factor(lam: np.ndarray, V: np.ndarray) -> np.ndarray:
 
 def _mode_check(gradient: np.ndarray, lam: np.ndarray, V: np.ndarray, rest: float | None, layout: Layout,
                 dtype: str, found) -> ModeCheck:
-    """The test of the point L-BFGS stopped at (:class:`~bnn_zoo.inference.modecheck.ModeCheck`), from the
+    """The test of the point L-BFGS stopped at (:class:`~bnn_zoo.inference.diagnostics.modecheck.ModeCheck`), from the
     log density's gradient there and the curvatures ``lam`` (eigenvectors ``V``; with ``rest``, the mean of
     the eigenvalues outside them)."""
     tested = lam if rest is None else np.append(lam, rest)

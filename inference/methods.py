@@ -1,14 +1,17 @@
-"""What ``bnn_zoo.fit``'s ``method`` takes: a method's name or a value with its settings.
+"""The registry of methods: the six names ``fit``'s ``method`` takes and the values that carry their settings.
 
-``"advi"``, ``"lowrank_advi"`` and ``"fullrank_advi"`` name the Gaussian
-families of :mod:`~bnn_zoo.inference.families` at their default settings,
-``"laplace"`` the Laplace approximation (:mod:`~bnn_zoo.inference.laplace`)
-and ``"auto"`` the cheapest of them that passes its test (:mod:`~bnn_zoo.inference.auto`);
-:data:`METHODS` lists them. :class:`MeanField`, :class:`LowRank` and
-:class:`FullRank` carry q's initial sd (and the rank), as NumPyro's
-autoguides carry ``init_scale``. :func:`resolve` turns an ADVI method into
-the family and its initial sd; :func:`spec` a name and an initial sd into
-the value ``fit`` takes (what the command lines hand it).
+:data:`VALUES` is the one table: ``"advi"``, ``"lowrank_advi"`` and
+``"fullrank_advi"`` (:class:`MeanField`, :class:`LowRank`, :class:`FullRank`:
+the Gaussian families of :mod:`~bnn_zoo.inference.families`), ``"laplace"``
+(:class:`Laplace`, :mod:`~bnn_zoo.inference.laplace`), ``"flow"``
+(:class:`Flow`) and ``"auto"`` (:class:`Auto`, the cheapest of them that passes
+its test, :mod:`~bnn_zoo.inference.auto`); :data:`METHODS` lists the names.
+Each value carries its method's settings, as NumPyro's autoguides carry
+``init_scale``. :func:`value` turns a name into its value,
+:func:`resolve` an ADVI method into the family and its initial sd, :func:`spec`
+a name and an initial sd into the value ``fit`` takes (what the command lines
+hand it), and :func:`gaussian_for` says which Gaussian the library fits where
+it picks one.
 """
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ def _jax_conv(x, w):
 
 
 # pytensor 3.3's JAX reductions return float64 for float32 graphs (fixed for
-# fits by inference/jax_fixes.py, which these Ops do not import), and lax.conv
+# fits by inference/compile/jax_fixes.py, which these Ops do not import), and lax.conv
 # refuses mixed dtypes: so every implementation casts its inputs to the dtype
 # the graph declares, which is free when they already have it.
 #

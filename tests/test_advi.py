@@ -8,11 +8,11 @@ import pytest
 
 import bnn_zoo
 from bnn_zoo import NonFiniteLossError, precision
-from bnn_zoo.inference import reference
+from bnn_zoo.inference.alternatives import reference
 from bnn_zoo import ConvergenceWarning
-from bnn_zoo.inference.starts import initial_mean
-from bnn_zoo.inference.jaxmodel import Layout
-from bnn_zoo.inference.draws import draw_z
+from bnn_zoo.inference.advi.starts import initial_mean
+from bnn_zoo.inference.compile.jaxmodel import Layout
+from bnn_zoo.inference.posterior.draws import draw_z
 from bnn_zoo.models import linear_regression, mlp_classifier
 
 SIGMA, PRIOR_SD, N = 2.0, 10.0, 50
@@ -150,7 +150,7 @@ def test_blundell_kl_weighting_reaches_the_same_posterior():
 def test_blundell_weights_halve_and_sum_to_one_per_epoch():
     import jax.numpy as jnp
 
-    from bnn_zoo.inference import objective
+    from bnn_zoo.inference.advi import objective
 
     for M in (10, 390):  # 390: MNIST's 50,000 / 128
         weight = objective.blundell(M)
@@ -388,8 +388,9 @@ def test_path_derivative_gradient_is_unbiased_and_steadier_near_the_optimum():
     import jax
     import jax.numpy as jnp
 
-    from bnn_zoo.inference import families, objective
-    from bnn_zoo.inference.jaxmodel import compile_model
+    from bnn_zoo.inference import families
+    from bnn_zoo.inference.advi import objective
+    from bnn_zoo.inference.compile.jaxmodel import compile_model
 
     model, mean, cov, _ = regression_model()
     start = model.initial_point()

@@ -12,8 +12,9 @@ from bnn_zoo.data import regression, shift, toy
 from bnn_zoo.evaluation import metrics
 from bnn_zoo.experiments import alternatives as bench
 from bnn_zoo.experiments import alternatives_cases, resources
-from bnn_zoo.inference import baselines as alt
-from bnn_zoo.inference import dropout, iterates
+from bnn_zoo.inference.alternatives import baselines as alt
+from bnn_zoo.inference.alternatives import iterates
+from bnn_zoo.inference.alternatives import dropout
 from bnn_zoo.models.linear import correlated_design, linear_posterior, linear_regression
 
 

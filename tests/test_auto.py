@@ -9,7 +9,8 @@ import pymc as pm
 import pytest
 
 import bnn_zoo
-from bnn_zoo.inference import auto, qcheck
+from bnn_zoo.inference import auto
+from bnn_zoo.inference.diagnostics import qcheck
 
 
 def _skewed_poisson():

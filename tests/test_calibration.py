@@ -193,7 +193,7 @@ def test_psense_warns_on_the_draws_of_a_poor_q_and_points_a_pm_sample_user_to_co
 
     import pymc as pm
 
-    from bnn_zoo.inference.qcheck import K_WARN, NEXT, ApproximationWarning
+    from bnn_zoo.inference.diagnostics.qcheck import K_WARN, NEXT, ApproximationWarning
 
     _, fits = toy_fit
     fit, idata = fits["normal"]

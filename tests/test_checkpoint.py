@@ -7,7 +7,7 @@ import xarray as xr
 import bnn_zoo
 from bnn_zoo import CheckpointError
 from bnn_zoo.data import toy
-from bnn_zoo.inference import optim
+from bnn_zoo.inference.advi import optim
 from bnn_zoo.models import mlp_classifier
 
 FAST = dict(optimizer=optim.make("adam", 0.05, 400), progressbar=False, random_seed=3)

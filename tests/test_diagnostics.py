@@ -6,8 +6,8 @@ import pytest
 import xarray as xr
 
 import bnn_zoo
-from bnn_zoo.inference.diagnostics import convergence, recorded
-from bnn_zoo.inference.modecheck import MODE_NATS, RISING, ModeCheck, mode_check
+from bnn_zoo.inference.diagnostics.convergence import convergence, recorded
+from bnn_zoo.inference.diagnostics.modecheck import MODE_NATS, RISING, ModeCheck, mode_check
 
 
 def ar1(n, rho, sd, rng):

@@ -16,7 +16,7 @@ MODULES = sorted(
 
 
 def test_the_examples_found_include_the_public_api():
-    assert {"bnn_zoo.inference.advi", "bnn_zoo.inference.qcheck", "bnn_zoo.inference.methods",
+    assert {"bnn_zoo.inference.advi.loop", "bnn_zoo.inference.diagnostics.qcheck", "bnn_zoo.inference.methods",
             "bnn_zoo.evaluation.calibration"} <= set(MODULES)
 
 

@@ -12,11 +12,14 @@ from scipy import stats
 
 import bnn_zoo
 from bnn_zoo.data import toy
-from bnn_zoo.inference import core, engine, families, graphs, jaxmodel, noise, objective, optim, reference
-from bnn_zoo.inference.starts import initial_mean
-from bnn_zoo.inference.engine import batch_indices
+from bnn_zoo.inference import families
+from bnn_zoo.inference.advi import core, engine, noise, objective, optim
+from bnn_zoo.inference.alternatives import reference
+from bnn_zoo.inference.compile import cost, graphs, jaxmodel
+from bnn_zoo.inference.advi.starts import initial_mean
+from bnn_zoo.inference.advi.engine import batch_indices
 from bnn_zoo.inference.families import softplus
-from bnn_zoo.inference.draws import draw_z, evaluate_z
+from bnn_zoo.inference.posterior.draws import draw_z, evaluate_z
 from bnn_zoo.models import mlp_classifier
 
 jax.config.update("jax_enable_x64", True)  # as pytensor's JAX backend sets it
@@ -262,7 +265,7 @@ def test_steps_one_per_call_equal_steps_in_the_loop(monkeypatch):
     runs = {}
     for name, below in (("loop", np.inf), ("step", 0.0)):
         graphs.clear_memo()
-        monkeypatch.setattr(engine, "LOOP_BELOW_FLOPS", below)
+        monkeypatch.setattr(cost, "LOOP_BELOW_FLOPS", below)
         _, state, steps, runner = _compose(_toy_model("moons", n_train=200), lr=0.05, batch_size=50,
                                            seed=3)
         state, first = runner.advance(state, 0, 13)
@@ -298,7 +301,7 @@ def test_iterate_averaging_is_the_mean_of_the_iterates():
 
 def test_fit_many_is_the_separate_fits():
     """One vmapped program over fits on two data sets, two seeds each: each fit is bnn_zoo.fit's."""
-    from bnn_zoo.inference.batch import fit_many
+    from bnn_zoo.inference.advi.batch import fit_many
 
     splits = [toy.load("moons", n_train=120, n_test=10, noise=0.2, seed=s) for s in (0, 1)]
     models = [mlp_classifier(s.X_train, s.y_train, hidden=(4,), prior="laplace", hyperprior="halfnormal")
@@ -319,7 +322,7 @@ def test_an_early_pick_keeps_the_best_restart_and_its_exact_fit():
     """Restarts picked early: each fit keeps the restart whose ELBO estimates over the last
     500 steps before the pick have the highest mean, and that restart's fit is bnn_zoo.fit's
     with its seed (the others stop; the kept one's steps are unchanged)."""
-    from bnn_zoo.inference.batch import PICK_WINDOW, fit_many, pick_step
+    from bnn_zoo.inference.advi.batch import PICK_WINDOW, fit_many, pick_step
 
     splits = [toy.load("moons", n_train=120, n_test=10, noise=0.4, seed=s) for s in (0, 1)]
     models = [mlp_classifier(s.X_train, s.y_train, hidden=(4, 4)) for s in splits]
@@ -342,7 +345,7 @@ def test_an_early_pick_keeps_the_best_restart_and_its_exact_fit():
 
 
 def test_restarts_without_an_early_pick_keep_the_best_at_the_end():
-    from bnn_zoo.inference.batch import PICK_WINDOW, fit_many
+    from bnn_zoo.inference.advi.batch import PICK_WINDOW, fit_many
 
     split = toy.load("moons", n_train=120, n_test=10, noise=0.4, seed=0)
     model = mlp_classifier(split.X_train, split.y_train, hidden=(4,))

@@ -11,8 +11,9 @@ import pytest
 import bnn_zoo
 from bnn_zoo.data import toy
 from bnn_zoo.experiments.toy_priors import main as toy_main
-from bnn_zoo.inference import estimators, families, noise, objective
-from bnn_zoo.inference.jaxmodel import Layout, compile_model
+from bnn_zoo.inference import families
+from bnn_zoo.inference.advi import estimators, noise, objective
+from bnn_zoo.inference.compile.jaxmodel import Layout, compile_model
 from bnn_zoo.models import mlp_classifier
 from bnn_zoo.models.linear import correlated_design, linear_posterior, linear_regression
 

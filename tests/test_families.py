@@ -9,7 +9,9 @@ import pytest
 import scipy.stats
 
 import bnn_zoo
-from bnn_zoo.inference import families, gaussians, laplace, qcheck
+from bnn_zoo.inference import families, laplace
+from bnn_zoo.inference.diagnostics import qcheck
+from bnn_zoo.inference.families import gaussians
 from tests.test_advi import regression_model
 
 

@@ -9,7 +9,8 @@ import pymc as pm
 import pytest
 
 import bnn_zoo
-from bnn_zoo.inference import gaussians, restarts
+from bnn_zoo.inference.families import gaussians
+from bnn_zoo.inference.posterior import restarts
 from bnn_zoo.inference.families.flow import flow
 
 
@@ -160,7 +161,7 @@ def test_a_flow_predicts_and_hands_off_to_nuts():
 
 
 def test_a_flow_records_its_settings_and_continues_only_a_flow_of_its_size(tmp_path):
-    from bnn_zoo.inference.prepare import prepare
+    from bnn_zoo.inference.advi.prepare import prepare
 
     model = _banana()
     with warnings.catch_warnings():

@@ -14,7 +14,7 @@ import optax
 import bnn_zoo
 from bnn_zoo.data import mnist as mnist_data
 from bnn_zoo.experiments import mnist_cnn
-from bnn_zoo.inference.jaxmodel import Layout, compile_model
+from bnn_zoo.inference.compile.jaxmodel import Layout, compile_model
 from bnn_zoo.models.cnn import cnn_classifier
 
 # A small network: CI fits a few steps of it, never the full-size one on full MNIST.

@@ -114,7 +114,7 @@ def test_jax_softplus_has_a_finite_gradient_everywhere(dtype):
     # pytensor rewrites log1p(exp(x)) to Softplus, whose JAX version in pytensor 3.3
     # had a NaN gradient beyond about |x| = 710 (float64; 89 in float32), where it is
     # 0 or 1; inference.jax_fixes replaces it.
-    from bnn_zoo.inference.graphs import jaxify
+    from bnn_zoo.inference.compile.graphs import jaxify
 
     x = pt.vector("x", dtype=dtype)
     f = jaxify([x], [pt.log1p(pt.exp(x)).sum()])
@@ -142,6 +142,6 @@ def test_the_ops_use_pytensors_current_infer_shape_signature(tmp_path):
     import sys
 
     proc = subprocess.run([sys.executable, "-W", "error:bnn_zoo:DeprecationWarning", "-c",
-                           "import bnn_zoo.models.ops, bnn_zoo.inference.estimators"],
+                           "import bnn_zoo.models.ops, bnn_zoo.inference.advi.estimators"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]

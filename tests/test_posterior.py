@@ -15,9 +15,10 @@ import bnn_zoo
 from bnn_zoo import loo, predict, sample
 from bnn_zoo.data import toy
 from bnn_zoo.evaluation.metrics import accuracy
-from bnn_zoo.inference import engine, psis
-from bnn_zoo.inference.draws import draw_z, evaluate_z
-from bnn_zoo.inference.sampling import draws_posterior, point_posterior
+from bnn_zoo.inference.compile import cost
+from bnn_zoo.inference.diagnostics import psis
+from bnn_zoo.inference.posterior.draws import draw_z, evaluate_z
+from bnn_zoo.inference.posterior.sampling import draws_posterior, point_posterior
 from bnn_zoo.models import mlp_classifier, mlp_regressor
 from bnn_zoo.models.linear import correlated_design, linear_regression
 
@@ -308,7 +309,7 @@ def test_draws_evaluated_in_blocks_equal_draws_one_at_a_time(fitted, monkeypatch
     split, result, _ = fitted
     z, _ = draw_z(result, 37, seed=0)  # 37: prime
     key = ("evaluate", ("p",))
-    monkeypatch.setattr("bnn_zoo.inference.draws.MAP_BYTES", map_bytes)
+    monkeypatch.setattr("bnn_zoo.inference.posterior.draws.MAP_BYTES", map_bytes)
     result.density.jitted.pop(key, None)
     blocked = evaluate_z(result, z, ["p"])["p"]
     draw_map = result.density.jitted[key]
@@ -317,11 +318,11 @@ def test_draws_evaluated_in_blocks_equal_draws_one_at_a_time(fitted, monkeypatch
     one = str(jax.make_jaxpr(draw_map.fn)(z[0], data))
     # Blocks of draws in one scan, and the network once: no second copy for a remainder.
     assert jaxpr.count("scan[") == 1 and jaxpr.count("tanh") == one.count("tanh") > 0
-    monkeypatch.setattr("bnn_zoo.inference.draws.MAP_BYTES", 1)  # one draw per block
+    monkeypatch.setattr("bnn_zoo.inference.posterior.draws.MAP_BYTES", 1)  # one draw per block
     result.density.jitted.pop(key)
     np.testing.assert_allclose(evaluate_z(result, z, ["p"])["p"], blocked, rtol=1e-12)
     # Expensive draws (by XLA's cost analysis) go one compiled call each: the same values.
-    monkeypatch.setattr(engine, "LOOP_BELOW_FLOPS", 0.0)
+    monkeypatch.setattr(cost, "LOOP_BELOW_FLOPS", 0.0)
     result.density.jitted.pop(key)
     np.testing.assert_allclose(evaluate_z(result, z, ["p"])["p"], blocked, rtol=1e-12)
     assert list(result.density.jitted[key].looped.values()) == [None]
@@ -334,8 +335,8 @@ def test_draws_of_values_alone_are_evaluated_in_one_loop():
     model = linear_regression(X, y)
     result = bnn_zoo.fit(model, steps=200, progressbar=False)
     z, _ = draw_z(result, 3000, seed=0)
-    assert engine.cheap(jax.jit(lambda a: a[:3]).lower(z[0]))
-    assert not engine.cheap(jax.jit(lambda a: a @ a.T).lower(np.ones((300, 300))))
+    assert cost.cheap(jax.jit(lambda a: a[:3]).lower(z[0]))
+    assert not cost.cheap(jax.jit(lambda a: a @ a.T).lower(np.ones((300, 300))))
     tree = draws_posterior(model, result.density, z)
     names = tuple(rv.name for rv in model.free_RVs)
     looped = result.density.jitted[("evaluate", names)].looped
@@ -347,7 +348,7 @@ def test_draws_with_zero_posterior_density_give_an_infinite_q_pareto_k_and_say_s
     """A Uniform(0, theta) likelihood after pm.set_data puts a point above some draws' theta: those
     draws have log p = -inf. q_pareto_k is inf (not NaN, silently), the warning gives their share,
     and loo says why it cannot weigh them (not that a flag already on is missing)."""
-    from bnn_zoo.inference import psis, qcheck
+    from bnn_zoo.inference.diagnostics import psis, qcheck
 
     rng = np.random.default_rng(0)
     with pm.Model() as model:  # the bound does not bind on the data fitted (theta > 1 > y)
@@ -369,7 +370,7 @@ def test_draws_with_zero_posterior_density_give_an_infinite_q_pareto_k_and_say_s
 
 
 def test_the_next_method_after_full_rank_is_the_other_parameterisation():
-    from bnn_zoo.inference import qcheck
+    from bnn_zoo.inference.diagnostics import qcheck
 
     with pytest.warns(qcheck.ApproximationWarning, match="the model's other parameterisation"):
         qcheck.warn_if_poor(1.3, "fullrank_advi")

@@ -8,7 +8,7 @@ import scipy.stats as st
 from pytensor.tensor.random.op import RandomVariable
 from scipy.special import softmax
 
-from bnn_zoo.inference.jaxmodel import Layout, compile_model
+from bnn_zoo.inference.compile.jaxmodel import Layout, compile_model
 from bnn_zoo.models import HYPERPRIORS, WEIGHT_PRIORS, get_hyperprior, get_weight_prior, weight_prior
 from bnn_zoo.models.mlp import mlp_classifier
 from bnn_zoo.models.priors import defaults

@@ -8,8 +8,8 @@ import pytest
 from scipy import stats
 
 import bnn_zoo
-from bnn_zoo.inference.prepare import prepare
-from bnn_zoo.inference.draws import evaluate_z
+from bnn_zoo.inference.advi.prepare import prepare
+from bnn_zoo.inference.posterior.draws import evaluate_z
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(40, 2))

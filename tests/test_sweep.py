@@ -253,7 +253,7 @@ def test_kfold_refits_each_fold_and_gives_elpd_data_that_az_compare_takes(tmp_pa
 
     import bnn_zoo
     from bnn_zoo.data.toy import Split
-    from bnn_zoo.inference import gaussians
+    from bnn_zoo.inference.families import gaussians
 
     args = _args(tmp_path, "--priors", "normal,laplace", "--hyperpriors", "fixed", "--seeds", "1",
                  "--restarts", "1", "--n-train", "100", "--kfold", "2", "--workers", "1")
@@ -271,7 +271,7 @@ def test_kfold_refits_each_fold_and_gives_elpd_data_that_az_compare_takes(tmp_pa
                       average=cfg.average,
                       optimizer=runner.make_optimizer(cfg, cfg.lr, cfg.steps), progressbar=False)
     z, _ = gaussians.sample(*fit.family.mean_and_factor(fit.params), cfg.draws, np.random.default_rng(cfg.seed))
-    proba = bnn_zoo.inference.batch.posterior_mean(fit.density, z, [split.X_train[held], split.y_train[held]], "p")
+    proba = bnn_zoo.inference.advi.batch.posterior_mean(fit.density, z, [split.X_train[held], split.y_train[held]], "p")
     np.testing.assert_allclose(elpd_i[held], np.log(proba[np.arange(len(held)), split.y_train[held]]), rtol=1e-8)
     ranked = az.compare({prior: sweep_fits.kfold_elpd(table.loc[prior]) for prior in ("normal", "laplace")})
     assert list(ranked.index) == sorted(("normal", "laplace"), key=lambda p: -table.loc[p, "elpd_kfold"])

@@ -13,10 +13,11 @@ import xarray as xr
 from bnn_zoo.evaluation.metrics import all_metrics, log_predictive
 from bnn_zoo.experiments import sweep, sweep_eval, sweep_fits, sweep_spec
 from bnn_zoo.experiments import toy_priors as toy
-from bnn_zoo.inference import gaussians, psis
-from bnn_zoo.inference.batch import posterior_mean
-from bnn_zoo.inference.draws import evaluate_draws
-from bnn_zoo.inference.restarts import q_elbo
+from bnn_zoo.inference.diagnostics import psis
+from bnn_zoo.inference.families import gaussians
+from bnn_zoo.inference.advi.batch import posterior_mean
+from bnn_zoo.inference.posterior.draws import evaluate_draws
+from bnn_zoo.inference.posterior.restarts import q_elbo
 
 
 def _arviz_loo(log_lik, log_p, log_q):

@@ -15,7 +15,9 @@ import pymc as pm
 import pytest
 
 import bnn_zoo
-from bnn_zoo.inference import calls, handoff, qcheck
+from bnn_zoo.inference.alternatives import handoff
+from bnn_zoo.inference.diagnostics import qcheck
+from bnn_zoo.inference.support import calls
 from tests.conftest import command_env
 from tests.test_auto import _eight_schools_centred as eight_schools_centred
 
@@ -335,7 +337,7 @@ def test_the_words_list_every_method():
         assert word in " ".join(bnn_zoo.fit.__doc__.split())
     from rich.progress import Progress
 
-    from bnn_zoo.inference import advi
+    from bnn_zoo.inference.advi import loop as advi
 
     labels = []
     original = Progress.add_task

@@ -23,7 +23,7 @@ import arviz as az
 import numpy as np
 import pymc as pm
 
-from bnn_zoo.inference.io import write_json
+from bnn_zoo.inference.support.io import write_json
 from benchmarks.posteriordb import POSTERIORS, reference_moments
 
 __all__ = ["MEAN_TOL", "SD_RANGE", "compare", "validate", "main"]

@@ -51,8 +51,8 @@ from pathlib import Path
 import numpy as np
 
 import bnn_zoo
-from bnn_zoo.inference import optim
-from bnn_zoo.inference.io import write_json
+from bnn_zoo.inference.advi import optim
+from bnn_zoo.inference.support.io import write_json
 
 #: name: (description, schedule, learning rate, steps, average)
 CANDIDATES = {

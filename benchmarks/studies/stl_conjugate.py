@@ -32,9 +32,10 @@ import numpy as np
 import optax
 
 import bnn_zoo
-from bnn_zoo.inference import families, objective
-from bnn_zoo.inference.prepare import prepare
-from bnn_zoo.inference.io import write_json
+from bnn_zoo.inference import families
+from bnn_zoo.inference.advi import objective
+from bnn_zoo.inference.advi.prepare import prepare
+from bnn_zoo.inference.support.io import write_json
 from bnn_zoo.models.linear import correlated_design, linear_posterior, linear_regression
 
 DRAWS = 4000

@@ -16,7 +16,7 @@ import optax
 
 import bnn_zoo
 from bnn_zoo.data import toy
-from bnn_zoo.inference import reference
+from bnn_zoo.inference.alternatives import reference
 from bnn_zoo.models import mlp_classifier
 
 

@@ -55,7 +55,7 @@ from pathlib import Path
 import pandas as pd
 
 from bnn_zoo.experiments.store import Store
-from bnn_zoo.inference.io import atomic_write
+from bnn_zoo.inference.support.io import atomic_write
 
 CASE = ["dataset", "noise", "seed", "pair"]
 

@@ -33,9 +33,9 @@ import optax
 import pandas as pd
 
 from bnn_zoo.experiments import sweep, sweep_fits, sweep_spec, toy_priors
-from bnn_zoo.inference import optim
-from bnn_zoo.inference.batch import pick_rows, pick_step
-from bnn_zoo.inference.io import atomic_write
+from bnn_zoo.inference.advi import optim
+from bnn_zoo.inference.advi.batch import pick_rows, pick_step
+from bnn_zoo.inference.support.io import atomic_write
 
 CASE = ["dataset", "noise", "seed", "pair"]
 

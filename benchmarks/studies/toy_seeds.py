@@ -39,7 +39,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.studies.toy_defaults import CASE, load
-from bnn_zoo.inference.io import atomic_write
+from bnn_zoo.inference.support.io import atomic_write
 
 COLUMNS = ["accuracy", "bayes_accuracy", "elbo_q", "converged", "fit_seconds"]
 

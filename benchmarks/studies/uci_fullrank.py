@@ -26,7 +26,7 @@ import bnn_zoo
 from bnn_zoo.data import uci
 from bnn_zoo.experiments import runner
 from bnn_zoo.experiments import uci_fits as job
-from bnn_zoo.inference.io import write_json
+from bnn_zoo.inference.support.io import write_json
 
 
 def study(name: str, rates, data_dir) -> list[dict]:

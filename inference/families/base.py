@@ -3,7 +3,7 @@
 A :class:`Family` gives everything the engine, the posterior code and the
 checkpoints need: initial parameters, the reparameterised draw with
 ``log |det A|`` (JAX, for the objective), and the mean and factor in NumPy
-(:mod:`~bnn_zoo.inference.gaussians`, for draws, ``log q`` and conversions).
+(:mod:`~bnn_zoo.inference.families.gaussians`, for draws, ``log q`` and conversions).
 The scales are ``softplus(rho)`` (:func:`softplus`, :func:`inverse_softplus`),
 the entropy a Gaussian's (:func:`entropy`), and a rank setting is checked
 here (:func:`check_rank_setting`, :func:`resolve_rank`, :func:`default_rank`).
@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnn_zoo.inference import gaussians
+from bnn_zoo.inference.families import gaussians
 
 __all__ = ["Family", "check_rank_setting", "default_rank", "entropy", "inverse_softplus", "normal_log_density",
            "resolve_rank", "softplus"]
@@ -108,8 +108,8 @@ class Family:
         ``log_density(params, z) -> log q(z)``, in JAX.
     factor : callable
         ``factor(params) -> (mu, factor)``: the mean and the factor of
-        :mod:`~bnn_zoo.inference.gaussians` (sd vector, Cholesky factor or
-        :class:`~bnn_zoo.inference.gaussians.LowRank`), in NumPy.
+        :mod:`~bnn_zoo.inference.families.gaussians` (sd vector, Cholesky factor or
+        :class:`~bnn_zoo.inference.families.gaussians.LowRank`), in NumPy.
     from_factor : callable
         ``from_factor(mu, factor) -> params``: the inverse of ``factor``,
         for a factor of this family's form.
@@ -197,10 +197,10 @@ class Family:
         -------
         mu : numpy.ndarray
             The mean, ``(dim,)``.
-        factor : numpy.ndarray or bnn_zoo.inference.gaussians.LowRank
+        factor : numpy.ndarray or bnn_zoo.inference.families.gaussians.LowRank
             The sd vector ``(dim,)`` (mean-field), the lower-triangular
             Cholesky factor ``L`` ``(dim, dim)`` (full-rank), or a
-            :class:`~bnn_zoo.inference.gaussians.LowRank` (low-rank).
+            :class:`~bnn_zoo.inference.families.gaussians.LowRank` (low-rank).
         """
         return self.factor({k: np.asarray(v, dtype="float64") for k, v in params.items()})
 

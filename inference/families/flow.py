@@ -30,7 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
 
-from bnn_zoo.inference import defaults, gaussians
+from bnn_zoo.inference import defaults
+from bnn_zoo.inference.families import gaussians
 from bnn_zoo.inference.families.base import Family
 
 __all__ = ["SCALE_BOUND", "flow"]

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnn_zoo.inference import gaussians
+from bnn_zoo.inference.families import gaussians
 from bnn_zoo.inference.families.base import Family, inverse_softplus, normal_log_density, resolve_rank, softplus
 
 __all__ = ["LOW_RANK", "LOW_RANK_EIGEN", "low_rank"]
@@ -108,7 +108,7 @@ def _eigen_init(mu, sd):
                      "use method='lowrank_advi'")
 
 
-#: A :class:`~bnn_zoo.inference.gaussians.LowRank` q as it is, ``mu``, ``scale``, ``U`` and ``m``:
+#: A :class:`~bnn_zoo.inference.families.gaussians.LowRank` q as it is, ``mu``, ``scale``, ``U`` and ``m``:
 #: the low-rank Laplace approximation's (:mod:`~bnn_zoo.inference.laplace`); not fitted by ADVI.
 LOW_RANK_EIGEN = Family(name="lowrank_eigen", pymc=None, init=_eigen_init, draw=_eigen_draw,
                         log_density=_eigen_log_density,

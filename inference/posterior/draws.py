@@ -1,0 +1,265 @@
+"""Draws of q, and the model evaluated at any unconstrained draws, in compiled JAX.
+
+:func:`draw_z` draws from q (or from a mixture of several fits' q) with each
+draw's ``log q``; :func:`evaluate_z` and :func:`evaluate_draws` evaluate model
+outputs (variables, ``log p``, pointwise log likelihoods) at many draws at
+once through a :class:`DrawMap`, which :mod:`~bnn_zoo.inference.posterior.prediction`
+uses too. What :mod:`~bnn_zoo.inference.posterior.sampling` (the DataTree),
+:mod:`~bnn_zoo.inference.posterior.prediction` and :mod:`~bnn_zoo.inference.posterior.restarts`
+(q's ELBO) build on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pymc as pm
+from jax.extend import core as jax_core
+
+from bnn_zoo.inference.compile.cost import cheap
+from bnn_zoo.inference.compile.jaxmodel import ModelFunction
+from bnn_zoo.inference.posterior.result import FitResult
+
+__all__ = ["MAP_BYTES", "DrawMap", "draw_z", "evaluate_draws", "evaluate_z", "fit_list", "map_draws", "model_data"]
+
+#: Memory for the draws evaluated together, in bytes (:class:`DrawMap`): blocks of a few MB stay
+#: in the CPU's caches.
+MAP_BYTES = 8 * 2**20
+
+
+class DrawMap:
+    """``f(per_draw, consts) -> list of arrays (draws, ...)``: ``fn(one_draw, consts)`` for every draw.
+
+    ``per_draw`` is a pytree of arrays with a leading draws axis. As the
+    engine does with steps, cheap draws (under
+    :data:`~bnn_zoo.inference.compile.cost.LOOP_BELOW_FLOPS` by XLA's cost
+    analysis) are evaluated inside one compiled ``lax.map``, in blocks of as
+    many draws as fit in :data:`MAP_BYTES` (every intermediate array of one
+    draw counted; blocks of a few MB stay in the CPU's caches); expensive
+    ones one compiled call per draw, because XLA's CPU backend runs
+    convolutions several times slower inside a loop
+    (docs/user_guide/engine.md).
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(one_draw, consts) -> list of arrays``, traceable by JAX.
+    """
+
+    def __init__(self, fn):
+        self.fn, self.one, self.looped = fn, jax.jit(fn), {}
+
+    def __call__(self, per_draw, consts) -> list:
+        first = jax.tree_util.tree_map(lambda a: a[0], per_draw)
+        shapes = str(jax.tree_util.tree_map(lambda a: (a.shape, a.dtype), (per_draw, consts)))
+        if shapes not in self.looped:
+            self.looped[shapes] = jax.jit(self.blocks) if cheap(self.one.lower(first, consts)) else None
+        if self.looped[shapes] is not None:
+            return self.looped[shapes](per_draw, consts)
+        n = len(jax.tree_util.tree_leaves(per_draw)[0])
+        outs = [self.one(jax.tree_util.tree_map(lambda a: a[i], per_draw), consts) for i in range(n)]
+        return [jnp.stack(parts) for parts in zip(*outs)]
+
+    def blocks(self, per_draw, consts) -> list:
+        """Every draw's ``fn`` in one ``lax.map``, in equal blocks of at most :data:`MAP_BYTES`."""
+        one = jax.make_jaxpr(self.fn)(jax.tree_util.tree_map(lambda a: a[0], per_draw), consts)
+        flat = jax.tree_util.tree_leaves(per_draw)
+        n = len(flat[0])
+        largest = int(np.clip(MAP_BYTES // max(_jaxpr_bytes(one.jaxpr), 1), 1, n))
+        # Equal blocks (padded with copies of the last draw): lax.map compiles one more
+        # copy of the body for a remainder.
+        blocks = -(-n // largest)
+        block = -(-n // blocks)
+        flat = [jnp.concatenate([a, jnp.broadcast_to(a[-1:], (blocks * block - n, *a.shape[1:]))])
+                for a in flat]
+        consts_flat = jax.tree_util.tree_leaves(consts)
+        out = jax.lax.map(lambda leaves: jax.core.eval_jaxpr(one.jaxpr, one.consts, *leaves, *consts_flat),
+                          flat, batch_size=block)
+        return [o[:n] for o in out]
+
+
+def map_draws(cache: dict, key, fn) -> DrawMap:
+    """The :class:`DrawMap` of ``fn``, kept in ``cache`` under ``key``.
+
+    Parameters
+    ----------
+    cache : dict
+        Where it is kept: a compiled model's ``jitted`` (one per model
+        structure and outputs).
+    key : hashable
+        Its key in ``cache``.
+    fn : callable
+        ``fn(one_draw, consts) -> list of arrays``, used when ``key`` is new.
+
+    Returns
+    -------
+    DrawMap
+        The cached map.
+    """
+    if key not in cache:
+        cache[key] = DrawMap(fn)
+    return cache[key]
+
+
+def _jaxpr_bytes(jaxpr) -> int:
+    """Bytes of every array a jaxpr's equations produce, nested jaxprs included."""
+    total = sum(int(np.prod(v.aval.shape)) * v.aval.dtype.itemsize
+                for eqn in jaxpr.eqns for v in eqn.outvars if hasattr(v.aval, "shape"))
+    return total + sum(_jaxpr_bytes(sub) for sub in jax_core.subjaxprs(jaxpr))
+
+
+def model_data(model: pm.Model) -> list[np.ndarray]:
+    """The current value of each of ``model``'s data containers.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        One array per ``model.data_vars``, in their order.
+    """
+    return [np.asarray(v.get_value()) for v in model.data_vars]
+
+
+# --- draws from q -------------------------------------------------------------
+
+
+def fit_list(fits) -> list[FitResult]:
+    """One fit, or fits of one model, as a list.
+
+    Parameters
+    ----------
+    fits : FitResult or sequence of FitResult
+        One fit, or fits of one model (the same variables and shapes).
+
+    Returns
+    -------
+    list of FitResult
+        The fits.
+
+    Raises
+    ------
+    TypeError
+        For anything other than a fit or a sequence of fits.
+    ValueError
+        For no fits, or fits of different models.
+    """
+    if not isinstance(fits, (FitResult, list, tuple)) or (
+            not isinstance(fits, FitResult) and not all(isinstance(f, FitResult) for f in fits)):
+        raise TypeError(f"takes a fit (what bnn_zoo.fit returns) or a list of fits of one model, got "
+                        f"{type(fits).__name__}")
+    fits = [fits] if isinstance(fits, FitResult) else list(fits)
+    if not fits:
+        raise ValueError("sample needs at least one fit")
+    layouts = {tuple((name, shape) for name, _, shape, _ in f.layout.slots) for f in fits}
+    if len(layouts) > 1:
+        raise ValueError("a mixture needs fits of one model (the same variables and shapes)")
+    return fits
+
+
+def draw_z(fits, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` unconstrained draws of q, or of the mixture of several fits' q, with ``log q``.
+
+    Fit ``k`` of ``K`` gives ``n_k`` of the draws, ``n / K`` each (the first
+    ones one more where that does not divide), so the draws are a sample of
+    the mixture with weights ``n_k / n``; ``log q`` is that mixture's density,
+    ``log sum_k (n_k / n) q_k(z)``, so PSIS-LOO stays valid. Restarts from
+    different initial means find different modes; their mixture keeps the
+    spread between them, which one Gaussian q cannot (Wilson and Izmailov
+    2020 pool such fits, as MultiSWAG, in the same way).
+
+    Parameters
+    ----------
+    fits : FitResult or sequence of FitResult
+        One fit, or fits of one model (the same variables and shapes).
+    n : int
+        The number of draws, at least the number of fits.
+    seed : int, default 0
+        Seeds the draws.
+
+    Returns
+    -------
+    z : numpy.ndarray
+        ``(n, dim)`` float64, one flat vector of unconstrained values per row
+        (in the fits' ``layout``), fit after fit.
+    log_q : numpy.ndarray
+        ``(n,)``, the density of q (or of the mixture) at each draw.
+
+    Raises
+    ------
+    ValueError
+        For no fits, fits of different models, or a bad ``n``.
+    """
+    fits = fit_list(fits)
+    if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= len(fits)):
+        raise ValueError(f"need an integer number of draws >= the number of fits ({len(fits)}), got {n!r}")
+    rng = np.random.default_rng(seed)
+    if len(fits) == 1:
+        return fits[0].family.sample(fits[0].params, n, rng)
+    sizes = np.array([len(part) for part in np.array_split(np.arange(n), len(fits))])
+    z = np.concatenate([f.family.sample(f.params, k, rng)[0] for f, k in zip(fits, sizes)])
+    log_qs = np.stack([f.family.log_q(f.params, z) for f in fits]) + np.log(sizes / n)[:, None]
+    return z, np.logaddexp.reduce(log_qs, axis=0)
+
+
+def evaluate_z(result: FitResult, z: np.ndarray, outputs: Sequence[str]) -> dict[str, np.ndarray]:
+    """Model ``outputs`` at each row of unconstrained draws ``z``, on the model's current data.
+
+    Parameters
+    ----------
+    result : FitResult
+        A fit of the model (its compiled density and its model's data).
+    z : numpy.ndarray
+        ``(draws, dim)``, flat unconstrained values in the fit's ``layout``
+        (:func:`draw_z`).
+    outputs : sequence of str
+        Model variables (free, deterministic), ``"logp"`` (the joint log
+        density, Jacobians included) or ``"loglik:<observed>"`` (an
+        observed variable's pointwise log density)
+        (:meth:`~bnn_zoo.inference.compile.jaxmodel.ModelFunction.select`).
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        Each output's values, with a leading axis of draws.
+
+    Raises
+    ------
+    ValueError
+        For a name the model does not have.
+    """
+    return evaluate_draws(result.density, z, model_data(result.model), outputs)
+
+
+def evaluate_draws(density: ModelFunction, z: np.ndarray, data: Sequence[np.ndarray],
+                   outputs: Sequence[str]) -> dict[str, np.ndarray]:
+    """:func:`evaluate_z` on given data instead of the model's.
+
+    Parameters
+    ----------
+    density : ModelFunction
+        The compiled model (``result.density``).
+    z : numpy.ndarray
+        ``(draws, dim)`` flat unconstrained values in ``density.layout``.
+    data : sequence of numpy.ndarray
+        One array per data container of the model, of any number of rows.
+    outputs : sequence of str
+        As in :func:`evaluate_z`.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        Each output's values, with a leading axis of draws.
+    """
+    outputs = tuple(outputs)
+    select, unflatten = density.select(outputs), density.layout.unflatten
+    evaluate = map_draws(density.jitted, ("evaluate", outputs),
+                          lambda z, data: select(unflatten(z), *data))
+    values = evaluate(jnp.asarray(z, dtype=density.layout.slots[0][3]), tuple(data))
+    return {name: np.asarray(v) for name, v in zip(outputs, values)}

@@ -1,0 +1,264 @@
+"""The posterior predictive of any model variable on new data, from any DataTree's posterior.
+
+:func:`predict` evaluates any model variable, or redraws any observed one,
+at new values of the model's data containers, for every posterior draw, in
+compiled JAX: from q (:func:`~bnn_zoo.inference.posterior.sampling.sample`) or from
+any other method's draws (``pm.sample``, the alternatives of
+:mod:`~bnn_zoo.inference.alternatives.baselines`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import arviz as az
+import jax
+import numpy as np
+import pymc as pm
+from xarray import DataTree
+
+from bnn_zoo.inference.support.renamed import refuse_renamed
+from bnn_zoo.inference.posterior.draws import map_draws
+from bnn_zoo.inference.compile.jaxmodel import compile_predictive
+from bnn_zoo.inference.posterior.result import FitResult
+from bnn_zoo.inference.posterior.sampling import model_coords, sample
+
+__all__ = ["predict"]
+
+
+def describe_containers(model: pm.Model) -> str:
+    """The model's data containers in words: name, shape, and what each one is.
+
+    A container the engine made for an array given to ``pm.Minibatch``
+    (``minibatch_0``, ...) says which argument it was; a container that is
+    observed data says so, since predictions need only the inputs.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model (a ``FitResult``'s ``model``).
+
+    Returns
+    -------
+    str
+        One clause per container, e.g. ``"minibatch_0 (500, 2): the 1st array given to
+        pm.Minibatch"``.
+    """
+    observed = {model.rvs_to_values[rv]: rv.name for rv in model.observed_RVs}
+    clauses = []
+    for v in sorted(model.data_vars, key=lambda v: v.name):
+        text = f"{v.name} {tuple(np.shape(v.get_value()))}"
+        if v.name.startswith("minibatch_") and v.name[len("minibatch_"):].isdigit():
+            k = int(v.name[len("minibatch_"):]) + 1
+            text += f": the {k}{'st' if k == 1 else 'nd' if k == 2 else 'rd' if k == 3 else 'th'} array given to pm.Minibatch"
+        if v in observed:
+            text += f"{',' if ':' in text else ':'} observed by {observed[v]} (leave it out to predict)"
+        clauses.append(text)
+    return "; ".join(clauses)
+
+
+def _new_data(model: pm.Model, new_data: Mapping | None) -> tuple[list[np.ndarray], dict[str, int]]:
+    """Every container's value for the prediction, and the dims whose length changes.
+
+    Containers in ``new_data`` take its values (checked against the
+    container's rank and trailing shape); containers left out that share a
+    changed dim (or, without dims, the changed leading length) are filled
+    with zeros of the new length: they only feed observed values, which a
+    prediction does not use.
+    """
+    new_data = dict(new_data or {})
+    containers = {v.name: v for v in model.data_vars}
+    unknown = sorted(set(new_data) - set(containers))
+    if unknown:
+        raise ValueError(f"model has no data container {', '.join(map(repr, unknown))}; "
+                         f"its containers: {describe_containers(model) or 'none'}")
+    dims = model.named_vars_to_dims
+    changed, old_rows = {}, set()
+    for name, value in new_data.items():
+        old = np.asarray(containers[name].get_value())
+        value = np.asarray(value)
+        if value.ndim != old.ndim or value.shape[1:] != old.shape[1:] or (value.ndim and len(value) == 0):
+            raise ValueError(f"new data {name!r} must be non-empty with shape (n, {', '.join(map(str, old.shape[1:]))})"
+                             f" like the container, got {value.shape}")
+        if np.issubdtype(value.dtype, np.number) and not np.all(np.isfinite(value)):
+            raise ValueError(f"new data {name!r} must be finite")
+        for axis, dim in enumerate(dims.get(name, ())):
+            if value.shape[axis] != old.shape[axis]:
+                changed[dim] = value.shape[axis]
+        if value.ndim and value.shape[0] != old.shape[0]:
+            old_rows.add(old.shape[0])
+            changed.setdefault(f"__rows_{old.shape[0]}", value.shape[0])
+    out = []
+    for name, v in containers.items():
+        old = np.asarray(v.get_value())
+        if name in new_data:
+            out.append(np.asarray(new_data[name]).astype(old.dtype))
+            continue
+        shape = list(old.shape)
+        for axis, dim in enumerate(dims.get(name, ())):
+            shape[axis] = changed.get(dim, shape[axis])
+        if name not in dims and old.ndim and old.shape[0] in old_rows:
+            shape[0] = changed[f"__rows_{old.shape[0]}"]
+        out.append(old if list(old.shape) == shape else np.zeros(shape, old.dtype))
+    return out, {k: v for k, v in changed.items() if not k.startswith("__rows_")}
+
+
+@refuse_renamed
+def predict(source, new_data: Mapping | None = None, *, idata: DataTree | None = None,
+            var_names: Sequence[str] | None = None, draws: int = 500, random_seed: int = 0,
+            coords: Mapping | None = None, chunk: int | None = None) -> DataTree:
+    """The posterior predictive of model variables on new data, as an ArviZ DataTree.
+
+    Evaluates the model at new values of its data containers for every
+    posterior draw, in compiled JAX, without changing the model: each
+    observed variable is drawn afresh from its distribution, and
+    deterministics (class probabilities, a regression's mean) are
+    evaluated. The posterior may come from q or from any other method
+    (``pm.sample``, the alternatives of :mod:`~bnn_zoo.inference.alternatives.baselines`).
+
+    Parameters
+    ----------
+    source : FitResult or pymc.Model
+        A fit (its q is sampled unless ``idata`` is given) or a model with
+        ``idata`` (a posterior from any method, e.g. ``pm.sample``).
+    new_data : dict of str to array_like, optional
+        New values of the model's ``pm.Data`` containers, as ``pm.set_data``
+        takes them (any number of rows). Containers left out keep their
+        values, or are filled with zeros where they share a changed dim (the
+        observed values, which a prediction does not use). Default: the
+        model's own data.
+    idata : xarray.DataTree, optional
+        Whose ``posterior`` group holds every free variable (constrained).
+        Default: ``sample(source, draws, random_seed=random_seed, log_likelihood=False)``.
+    var_names : sequence of str, optional
+        Deterministics, free or observed variables. An observed variable is
+        drawn afresh from its distribution for each posterior draw (the
+        posterior predictive); default: every observed variable.
+    draws : int, default 500
+        Draws from q when ``idata`` is not given.
+    random_seed : int, default 0
+        Seeds those draws and the observed variables' draws.
+    coords : dict, optional
+        Coordinates of the dims whose length changed (default ``0..n-1``).
+    chunk : int, optional
+        Evaluate the new rows this many at a time (less memory for large
+        inputs); every output's first axis must run over the rows. Only
+        with ``new_data``.
+
+    Returns
+    -------
+    xarray.DataTree
+        ``predictions`` (chain, draw, then the variable's dims) and
+        ``predictions_constant_data`` (the data used).
+
+    Raises
+    ------
+    ValueError
+        For an unknown variable or data container, new data of the wrong
+        shape or not finite, a model without ``idata``, a posterior that
+        lacks a free variable, or a bad ``chunk``.
+    NotImplementedError
+        For an observed variable that is not a plain random variable (it
+        cannot be redrawn): ask for the deterministics it depends on.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, bnn_zoo
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=100)
+    >>> with pm.Model() as model:
+    ...     X = pm.Data("X", x)
+    ...     b = pm.Normal("b", 0, 10)
+    ...     mu = pm.Deterministic("mu", b * X)
+    ...     y = pm.Normal("y", mu, 1, observed=2 * x + rng.normal(size=100), shape=X.shape)
+    >>> result = bnn_zoo.fit(model, steps=5_000, progressbar=False)
+    >>> pred = bnn_zoo.predict(result, {"X": np.array([0.0, 1.0, 2.0])}, var_names=["mu", "y"])
+    >>> pred["predictions"]["y"].shape            # chain, draw, the three new points
+    (1, 500, 3)
+    >>> print(pred["predictions"]["mu"].mean(("chain", "draw")).values.round(1))
+    [0.  2.  4.1]
+
+    From draws already made, or from any method's posterior (``pm.sample``'s,
+    say), with the model:
+
+    >>> idata = bnn_zoo.sample(result, 1000, log_likelihood=False)
+    >>> pred = bnn_zoo.predict(model, {"X": np.array([1.0])}, idata=idata, var_names=["mu"])
+    >>> pred["predictions"]["mu"].shape
+    (1, 1000, 1)
+    """
+    model = source.model if isinstance(source, FitResult) else source
+    if not isinstance(model, pm.Model):
+        raise ValueError(f"predict needs a FitResult or a pm.Model, got {type(source).__name__}")
+    names = tuple(var_names) if var_names is not None else tuple(rv.name for rv in model.observed_RVs)
+    if not names:
+        raise ValueError("no variables to predict: pass var_names")
+    predictive = compile_predictive(model, names)  # a ValueError for unknown names
+    data, changed = _new_data(model, new_data)
+    if chunk is not None and not (isinstance(chunk, (int, np.integer)) and chunk >= 1 and new_data):
+        raise ValueError(f"chunk must be an integer >= 1 with new_data, got {chunk!r}")
+    if idata is None:
+        if not isinstance(source, FitResult):
+            raise ValueError("predict from a model needs idata with a posterior")
+        idata = sample(source, draws, random_seed=random_seed, log_likelihood=False, var_names=())
+    posterior = idata["posterior"]
+    missing = [rv.name for rv in model.free_RVs if rv.name not in posterior]
+    if missing:
+        raise ValueError(f"the posterior lacks free variable(s) {', '.join(missing)}")
+    chains, n_draws = posterior.sizes["chain"], posterior.sizes["draw"]
+    free = tuple(np.asarray(posterior[rv.name].values, dtype=rv.dtype)
+                 .reshape(chains * n_draws, *posterior[rv.name].shape[2:]) for rv in model.free_RVs)
+    keys = jax.random.key_data(jax.random.split(jax.random.key(random_seed),
+                                                (chains * n_draws, max(predictive.n_random, 1))))
+    evaluate = map_draws(predictive.jitted, "predict", lambda per_draw, data: predictive.fn(
+        per_draw[0], data, list(per_draw[1])[:predictive.n_random]))
+    rows = len(next(iter(new_data.values()))) if chunk else None
+    values = _in_chunks(evaluate, (free, keys), data, rows, chunk)
+    return _predictions_tree(model, names, values, data, changed, coords, chains, n_draws)
+
+
+def _in_chunks(evaluate, per_draw, data: list, rows: int | None, chunk: int | None) -> list:
+    """``evaluate(per_draw, data)``, over the data's ``rows`` ``chunk`` at a time (the last padded)."""
+    if chunk is None or rows <= chunk:
+        return [np.asarray(v) for v in evaluate(per_draw, tuple(data))]
+    cut = [np.ndim(d) > 0 and len(d) == rows for d in data]
+    out = None
+    for start in range(0, rows, chunk):
+        stop = min(start + chunk, rows)
+        part = tuple(np.concatenate([d[start:stop], np.repeat(d[stop - 1:stop], chunk - (stop - start), 0)])
+                     if c else d for d, c in zip(data, cut))
+        values = [np.asarray(v) for v in evaluate(per_draw, part)]
+        if out is None:
+            if any(v.ndim < 2 or v.shape[1] != chunk for v in values):
+                raise ValueError("chunk needs every predicted variable's first axis to run over the rows")
+            out = [np.empty((v.shape[0], rows, *v.shape[2:]), v.dtype) for v in values]
+        for o, v in zip(out, values):
+            o[:, start:stop] = v[:, : stop - start]
+    return out
+
+
+def _predictions_tree(model, names, values, data, changed, coords, chains, n_draws) -> DataTree:
+    all_coords = model_coords(model)
+    for dim, length in changed.items():
+        all_coords[dim] = np.arange(length)
+    all_coords.update({dim: np.asarray(value) for dim, value in (coords or {}).items()})
+    lengths = {k: len(v) for k, v in all_coords.items()}
+
+    def fits(d, shape):
+        return len(d) == len(shape) and all(lengths.get(x, s) == s for x, s in zip(d, shape))
+
+    groups = {"predictions": {}, "predictions_constant_data": {}}
+    dims = {}
+    for name, value in zip(names, values):
+        value = value.reshape(chains, n_draws, *value.shape[1:])
+        groups["predictions"][name] = value
+        d = list(model.named_vars_to_dims.get(name, ()))
+        if fits(d, value.shape[2:]):
+            dims[name] = d
+    for v, value in zip(model.data_vars, data):
+        groups["predictions_constant_data"][v.name] = value
+        d = list(model.named_vars_to_dims.get(v.name, ()))
+        if fits(d, value.shape):
+            dims[v.name] = d
+    used = {x for d in dims.values() for x in d}
+    return az.from_dict(groups, pred_dims=dims,
+                        pred_coords={k: v for k, v in all_coords.items() if k in used})

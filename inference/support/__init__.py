@@ -1,0 +1,6 @@
+"""What every stage shares: the calls' Ctrl-C and warnings, renamed keywords, files.
+
+- :mod:`~bnn_zoo.inference.support.calls`: How a library call meets its caller: warnings that point at the caller's line, and a Ctrl-C that ends
+- :mod:`~bnn_zoo.inference.support.io`: Atomic writes: a reader never sees a half-written result or checkpoint.
+- :mod:`~bnn_zoo.inference.support.renamed`: Keywords the public functions took before, and a wrapper that names their spelling now in one line.
+"""
