@@ -10,13 +10,15 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Every library module whose docstrings hold an example: none is left out, so that an example
 #: cannot drift from the code.
 MODULES = sorted(
-    f"bnn_zoo.{path.parent.name}.{path.stem}" if path.parent.name != "bnn_zoo" else f"bnn_zoo.{path.stem}"
+    ".".join(["bnn_zoo", *([] if folder == "src/bnn_zoo" else [folder]),
+              *path.relative_to(ROOT / folder).with_suffix("").parts]).removesuffix(".__init__")
     for folder in ("models", "inference", "evaluation", "data", "experiments", "src/bnn_zoo")
-    for path in (ROOT / folder).glob("*.py") if ">>> " in path.read_text())
+    for path in (ROOT / folder).rglob("*.py") if "__pycache__" not in path.parts and ">>> " in path.read_text())
 
 
 def test_the_examples_found_include_the_public_api():
-    assert {"bnn_zoo.inference.advi.loop", "bnn_zoo.inference.diagnostics.qcheck", "bnn_zoo.inference.methods",
+    assert {"bnn_zoo.inference.dispatch", "bnn_zoo.inference.diagnostics.qcheck", "bnn_zoo.inference.methods",
+            "bnn_zoo.inference.advi.optim", "bnn_zoo.inference.families.gaussians",
             "bnn_zoo.evaluation.calibration"} <= set(MODULES)
 
 

@@ -64,5 +64,5 @@ def test_the_command_answers_help_and_a_wrong_command_without_loading_the_engine
     proc = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, capture_output=True, text=True,
                           env=command_env(), timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.splitlines()[-1] == "(0, 2) [] bnn_zoo.inference.advi.loop True"
+    assert proc.stdout.splitlines()[-1] == "(0, 2) [] bnn_zoo.inference.dispatch True"
     assert "unknown command 'spirals'" in proc.stderr

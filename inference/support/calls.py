@@ -29,7 +29,7 @@ def library_folders() -> tuple[str, ...]:
     """The folders of ``bnn_zoo`` and ``bnn_zoo.inference`` (two places in a checkout, one installed), each
     ending in a separator: a warning is attributed to the first frame outside them."""
     root = importlib.util.find_spec("bnn_zoo").submodule_search_locations  # the package's, not imported here
-    folders = [*root, os.path.dirname(os.path.abspath(__file__))]
+    folders = [*root, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]  # inference/, above support/
     return tuple(sorted({os.path.join(f, "") for p in folders for f in (p, os.path.realpath(p))}))
 
 
