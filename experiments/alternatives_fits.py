@@ -83,13 +83,13 @@ def posterior(bench: Benchmark, method: str, seed: int):
     if method.startswith(("advi", "fullrank")):
         return model, _advi(model, s, method, seed)
     if method == "nuts":
-        return model, alt.nuts(model, seed=seed, **s)
+        return model, alt.pymc_nuts(model, random_seed=seed, **s)
     if method in ("sgld", "csgld"):
-        return model, alt.sgld(model, seed=seed, **s)
+        return model, alt.sgld(model, random_seed=seed, **s)
     if method == "ensemble":
-        return model, alt.ensemble(model, seed=seed, **s)
+        return model, alt.ensemble(model, random_seed=seed, **s)
     if method == "swag":
-        return model, alt.swag(model, seed=seed, **s)
+        return model, alt.swag(model, random_seed=seed, **s)
     raise ValueError(f"unknown method {method!r}")
 
 
@@ -121,9 +121,9 @@ def predictions(bench: Benchmark, method: str, seed: int) -> tuple[dict, dict]:
     t0 = time.perf_counter()
     if method == "mc_dropout":
         s = bench.settings[method]
-        net = dropout.fit_dropout(**bench.dropout_data, **s["fit"], seed=seed)
+        net = dropout.fit_dropout(**bench.dropout_data, **s["fit"], random_seed=seed)
         fit_seconds, fit_rss = time.perf_counter() - t0, peak_rss_mb()
-        out = {k: dropout.predict_dropout(net, X, draws=s["draws"], seed=seed)["predictions"] for k, X in bench.inputs().items()}
+        out = {k: dropout.predict_dropout(net, X, draws=s["draws"], random_seed=seed)["predictions"] for k, X in bench.inputs().items()}
         info = {"converged": None}
     else:
         model, tree = posterior(bench, method, seed)

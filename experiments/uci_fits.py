@@ -368,8 +368,9 @@ def _dropout(cfg: UCIConfig, split: uci.Split) -> dict:
     from bnn_zoo.inference.alternatives import dropout
 
     net = dropout.fit_dropout(split.X_train, split.y_train, kind="regressor", hidden=(split.hidden,), activation="relu",
-                      rate=cfg.dropout_rate, steps=cfg.steps, lr=cfg.lr, batch_size=cfg.batch_size, seed=cfg.fit_seed)
-    pred = dropout.predict_dropout(net, split.X_test, draws=cfg.draws, seed=cfg.seed)["predictions"]
+                              rate=cfg.dropout_rate, steps=cfg.steps, lr=cfg.lr, batch_size=cfg.batch_size,
+                              random_seed=cfg.fit_seed)
+    pred = dropout.predict_dropout(net, split.X_test, draws=cfg.draws, random_seed=cfg.seed)["predictions"]
     return {**scores(pred["mu"].values[0], pred["sigma"].values[0], split), "fit_seconds": net.seconds}
 
 
@@ -378,7 +379,7 @@ def _ensemble(cfg: UCIConfig, split: uci.Split) -> dict:
     from bnn_zoo.inference.alternatives.baselines import ensemble
 
     m = model(cfg, split)
-    tree = ensemble(m, cfg.members, steps=cfg.steps, lr=cfg.lr, batch_size=cfg.batch_size, seed=cfg.fit_seed)
+    tree = ensemble(m, cfg.members, steps=cfg.steps, lr=cfg.lr, batch_size=cfg.batch_size, random_seed=cfg.fit_seed)
     pred = bnn_zoo.predict(m, {"X": split.X_test}, idata=tree, var_names=["mu"], random_seed=cfg.seed)
     mu = pred["predictions"]["mu"].values.reshape(-1, len(split.X_test))
     tau = tree["posterior"]["tau"].values.ravel()

@@ -84,7 +84,7 @@ def test_swag_is_centred_at_the_map_and_spreads_with_minibatch_noise(conjugate):
 
 def test_nuts_matches_the_conjugate_posterior_and_reports_its_diagnostics(conjugate):
     model, exact = conjugate
-    tree = alt.nuts(model, draws=300, tune=300, chains=2)
+    tree = alt.pymc_nuts(model, draws=300, tune=300, chains=2)
     w = _w(tree)
     assert np.all(np.abs(w.mean(0) - exact.mean) < 0.25 * exact.sd)
     np.testing.assert_allclose(w.std(0), exact.sd, rtol=0.2)

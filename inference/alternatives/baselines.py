@@ -38,8 +38,9 @@ from bnn_zoo.inference.advi.starts import initial_mean
 from bnn_zoo.inference.advi.engine import Runner, compile_loops
 from bnn_zoo.inference.compile.jaxmodel import Layout, ModelFunction, compile_model
 from bnn_zoo.inference.posterior.sampling import draws_posterior
+from bnn_zoo.inference.support.renamed import refuse_renamed
 
-__all__ = ["ensemble", "map_point", "nuts", "sgld", "swag"]
+__all__ = ["ensemble", "map_point", "pymc_nuts", "sgld", "swag"]
 
 @dataclass
 class _Problem:
@@ -102,8 +103,9 @@ def _map(problem: _Problem, *, seed: int, steps: int, lr: float) -> np.ndarray:
     return np.asarray(state.z)
 
 
+@refuse_renamed
 def map_point(model: pm.Model, *, steps: int = 10_000, lr: float = 0.01, batch_size: int | None = None,
-              seed: int = 0) -> DataTree:
+              random_seed: int = 0) -> DataTree:
     """The MAP point of ``model`` in its unconstrained space, as a posterior of one draw.
 
     Adam on ``-log p(z) / N`` from ADVI's initial mean, the rate decaying by
@@ -121,7 +123,7 @@ def map_point(model: pm.Model, *, steps: int = 10_000, lr: float = 0.01, batch_s
         The initial learning rate.
     batch_size : int, optional
         Minibatch rows; default all.
-    seed : int, default 0
+    random_seed : int, default 0
         Seeds the initial point (:func:`~bnn_zoo.inference.advi.starts.initial_mean`)
         and the minibatches.
 
@@ -134,22 +136,23 @@ def map_point(model: pm.Model, *, steps: int = 10_000, lr: float = 0.01, batch_s
     Raises
     ------
     ValueError
-        For ``steps`` below 1 or a negative ``seed``.
+        For ``steps`` below 1 or a negative ``random_seed``.
     FloatingPointError
         If ``log p`` becomes non-finite (lower ``lr``).
     """
-    _check(steps=(steps, 1), seed=(seed, 0))
+    _check(steps=(steps, 1), random_seed=(random_seed, 0))
     problem, t0 = _Problem.of(model, batch_size), time.perf_counter()
-    z = _map(problem, seed=seed, steps=steps, lr=lr)
-    return problem.tree(z[None], dict(method="map", steps=steps, lr=lr, batch_size=batch_size, seed=seed,
-                                      seconds=time.perf_counter() - t0))
+    z = _map(problem, seed=random_seed, steps=steps, lr=lr)
+    return problem.tree(z[None], dict(method="map", steps=steps, lr=lr, batch_size=batch_size,
+                                      seed=random_seed, seconds=time.perf_counter() - t0))
 
 
+@refuse_renamed
 def ensemble(model: pm.Model, members: int = 5, *, steps: int = 10_000, lr: float = 0.01,
-             batch_size: int | None = None, seed: int = 0) -> DataTree:
+             batch_size: int | None = None, random_seed: int = 0) -> DataTree:
     """A deep ensemble (Lakshminarayanan et al. 2017): ``members`` MAP fits from other initial points.
 
-    Member ``k`` is :func:`map_point` from seed ``seed + k``; the ensemble's
+    Member ``k`` is :func:`map_point` from seed ``random_seed + k``; the ensemble's
     predictive is the members' equal mixture. Lakshminarayanan et al. also
     train with adversarial examples and, for regression, a predicted
     variance; here the members are MAP fits of the model itself.
@@ -166,7 +169,7 @@ def ensemble(model: pm.Model, members: int = 5, *, steps: int = 10_000, lr: floa
         The initial learning rate.
     batch_size : int, optional
         Minibatch rows; default all.
-    seed : int, default 0
+    random_seed : int, default 0
         The first member's seed.
 
     Returns
@@ -178,20 +181,21 @@ def ensemble(model: pm.Model, members: int = 5, *, steps: int = 10_000, lr: floa
     Raises
     ------
     ValueError
-        For ``members`` or ``steps`` below 1 or a negative ``seed``.
+        For ``members`` or ``steps`` below 1 or a negative ``random_seed``.
     FloatingPointError
         If a member's fit diverges (lower ``lr``).
     """
-    _check(members=(members, 1), steps=(steps, 1), seed=(seed, 0))
+    _check(members=(members, 1), steps=(steps, 1), random_seed=(random_seed, 0))
     problem, t0 = _Problem.of(model, batch_size), time.perf_counter()
-    z = np.stack([_map(problem, seed=seed + k, steps=steps, lr=lr) for k in range(members)])
+    z = np.stack([_map(problem, seed=random_seed + k, steps=steps, lr=lr) for k in range(members)])
     return problem.tree(z, dict(method="ensemble", members=members, steps=steps, lr=lr, batch_size=batch_size,
-                                seed=seed, seconds=time.perf_counter() - t0))
+                                seed=random_seed, seconds=time.perf_counter() - t0))
 
 
+@refuse_renamed
 def sgld(model: pm.Model, *, steps: int = 20_000, lr: float = 1e-3, burn_in: int | None = None,
          thin: int = 20, cycles: int = 0, explore: float = 0.5, batch_size: int | None = None,
-         chains: int = 1, init_steps: int = 0, seed: int = 0) -> DataTree:
+         chains: int = 1, init_steps: int = 0, random_seed: int = 0) -> DataTree:
     """Stochastic-gradient Langevin dynamics (Welling and Teh 2011), or its cyclical variant.
 
     Each step moves by ``(h / 2) grad log p(z) + sqrt(h) xi`` with ``h = lr / N``
@@ -224,13 +228,13 @@ def sgld(model: pm.Model, *, steps: int = 20_000, lr: float = 1e-3, burn_in: int
     batch_size : int, optional
         Minibatch rows (default: all, full-batch Langevin).
     chains : int, default 1
-        Independent chains, from seeds ``seed, seed + 1, ...`` (ADVI's
+        Independent chains, from seeds ``random_seed, random_seed + 1, ...`` (ADVI's
         initial means).
     init_steps : int, default 0
         MAP steps before Langevin dynamics starts (:func:`map_point`, at
         rate 0.01), to start in a mode rather than at the random initial
         point.
-    seed : int, default 0
+    random_seed : int, default 0
         The first chain's seed (initial point, noise and minibatches).
 
     Returns
@@ -246,7 +250,8 @@ def sgld(model: pm.Model, *, steps: int = 20_000, lr: float = 1e-3, burn_in: int
     FloatingPointError
         If a chain diverges (lower ``lr``).
     """
-    _check(steps=(steps, 1), thin=(thin, 1), cycles=(cycles, 0), chains=(chains, 1), seed=(seed, 0),
+    _check(steps=(steps, 1), thin=(thin, 1), cycles=(cycles, 0), chains=(chains, 1),
+           random_seed=(random_seed, 0),
            init_steps=(init_steps, 0))
     if not 0 <= explore < 1:
         raise ValueError(f"explore must be in [0, 1), got {explore!r}")
@@ -262,8 +267,9 @@ def sgld(model: pm.Model, *, steps: int = 20_000, lr: float = 1e-3, burn_in: int
     update = partial(iterates.langevin_step, density=problem.density, schedule=schedule, n=problem.n)
     draws = []
     for c in range(chains):
-        z0 = _map(problem, seed=seed + c, steps=init_steps, lr=0.01) if init_steps else problem.start(seed + c)
-        runner = problem.runner(("sgld", lr, steps, cycles, explore), update, seed + c)
+        z0 = (_map(problem, seed=random_seed + c, steps=init_steps, lr=0.01) if init_steps
+              else problem.start(random_seed + c))
+        runner = problem.runner(("sgld", lr, steps, cycles, explore), update, random_seed + c)
         state, at, chain = iterates.init(z0), 0, []
         for t in keep:
             state, trace = runner.advance(state, at, int(t) - at)
@@ -274,13 +280,14 @@ def sgld(model: pm.Model, *, steps: int = 20_000, lr: float = 1e-3, burn_in: int
         draws.append(np.stack(chain))
     return problem.tree(np.stack(draws), dict(
         method="csgld" if cycles else "sgld", steps=steps, lr=lr, burn_in=burn_in, thin=thin, cycles=cycles,
-        explore=explore if cycles else None, batch_size=batch_size, init_steps=init_steps, seed=seed,
+        explore=explore if cycles else None, batch_size=batch_size, init_steps=init_steps, seed=random_seed,
         seconds=time.perf_counter() - t0))
 
 
+@refuse_renamed
 def swag(model: pm.Model, *, map_steps: int = 10_000, map_lr: float = 0.01, steps: int = 5_000,
          lr: float = 0.01, collect_every: int = 50, rank: int = 20, draws: int = 100,
-         batch_size: int | None = None, seed: int = 0) -> DataTree:
+         batch_size: int | None = None, random_seed: int = 0) -> DataTree:
     """SWAG (Maddox et al. 2019): a Gaussian fitted to SGD iterates around a MAP point.
 
     A MAP fit (:func:`map_point`, ``map_steps`` at ``map_lr``), then
@@ -313,7 +320,7 @@ def swag(model: pm.Model, *, map_steps: int = 10_000, map_lr: float = 0.01, step
         Draws of the Gaussian returned.
     batch_size : int, optional
         Minibatch rows; default all (see above).
-    seed : int, default 0
+    random_seed : int, default 0
         Seeds the initial point, the minibatches and the draws.
 
     Returns
@@ -330,28 +337,29 @@ def swag(model: pm.Model, *, map_steps: int = 10_000, map_lr: float = 0.01, step
         If the MAP fit or SGD diverges (lower the rate).
     """
     _check(map_steps=(map_steps, 1), steps=(steps, 2), collect_every=(collect_every, 1), rank=(rank, 2),
-           draws=(draws, 1), seed=(seed, 0))
+           draws=(draws, 1), random_seed=(random_seed, 0))
     if steps // collect_every < 2:
         raise ValueError(f"SWAG collects every {collect_every} steps: {steps} steps give fewer than 2")
     problem, t0 = _Problem.of(model, batch_size), time.perf_counter()
-    z = _map(problem, seed=seed, steps=map_steps, lr=map_lr)
+    z = _map(problem, seed=random_seed, steps=map_steps, lr=map_lr)
     optimizer = optim.described(optax.sgd(lr), f"sgd({lr:g})")
     update = partial(iterates.optimize_step, density=problem.density, optimizer=optimizer, n=problem.n)
-    runner = problem.runner(("swag", optimizer.description), update, seed)
+    runner = problem.runner(("swag", optimizer.description), update, random_seed)
     state, moments = iterates.init(z, optimizer), iterates.swag_init(len(z))
     for at in range(0, steps - collect_every + 1, collect_every):
         state, trace = runner.advance(state, at, collect_every)
         if not np.isfinite(trace).all():
             raise FloatingPointError(f"SWAG's SGD diverged before step {at + collect_every}; lower lr")
         moments = iterates.swag_collect(moments, np.asarray(state.z), rank)
-    z = iterates.swag_draws(moments, draws, seed).astype(problem.dtype)
+    z = iterates.swag_draws(moments, draws, random_seed).astype(problem.dtype)
     return problem.tree(z, dict(method="swag", map_steps=map_steps, map_lr=map_lr, steps=steps, lr=lr,
-                                collect_every=collect_every, rank=rank, batch_size=batch_size, seed=seed,
+                                collect_every=collect_every, rank=rank, batch_size=batch_size, seed=random_seed,
                                 seconds=time.perf_counter() - t0))
 
 
-def nuts(model: pm.Model, *, draws: int = 1000, tune: int = 1000, chains: int = 4, target_accept: float = 0.9,
-         seed: int = 0, progressbar: bool = False) -> DataTree:
+@refuse_renamed
+def pymc_nuts(model: pm.Model, *, draws: int = 1000, tune: int = 1000, chains: int = 4, target_accept: float = 0.9,
+         random_seed: int = 0, progressbar: bool = False) -> DataTree:
     """NUTS by ``pm.sample`` with NumPyro's sampler, chains one after another.
 
     The reference for small nets. Its ``sample_stats`` (divergences, tree
@@ -374,7 +382,7 @@ def nuts(model: pm.Model, *, draws: int = 1000, tune: int = 1000, chains: int = 
         Chains, run sequentially.
     target_accept : float, default 0.9
         NUTS's target acceptance rate.
-    seed : int, default 0
+    random_seed : int, default 0
         ``pm.sample``'s ``random_seed``.
     progressbar : bool, default False
         Show ``pm.sample``'s progress bar.
@@ -388,15 +396,15 @@ def nuts(model: pm.Model, *, draws: int = 1000, tune: int = 1000, chains: int = 
     Raises
     ------
     ValueError
-        For ``draws`` or ``chains`` below 1, or a negative ``tune`` or ``seed``.
+        For ``draws`` or ``chains`` below 1, or a negative ``tune`` or ``random_seed``.
     """
-    _check(draws=(draws, 1), tune=(tune, 0), chains=(chains, 1), seed=(seed, 0))
+    _check(draws=(draws, 1), tune=(tune, 0), chains=(chains, 1), random_seed=(random_seed, 0))
     flags = os.environ.get("XLA_FLAGS")
     t0 = time.perf_counter()
     try:
         with model:
             idata = pm.sample(draws=draws, tune=tune, chains=chains, target_accept=target_accept,
-                              nuts_sampler="numpyro", random_seed=seed, progressbar=progressbar,
+                              nuts_sampler="numpyro", random_seed=random_seed, progressbar=progressbar,
                               nuts={"chain_method": "sequential"},
                               idata_kwargs={"log_likelihood": False})
     finally:  # pymc.sampling.jax rewrites XLA_FLAGS (100 host devices) for every later process
@@ -408,6 +416,6 @@ def nuts(model: pm.Model, *, draws: int = 1000, tune: int = 1000, chains: int = 
     tree = DataTree.from_dict({"posterior": idata["posterior"].to_dataset(),
                                "sample_stats": stats.to_dataset()})
     tree.attrs.update(method="nuts", draws=draws, tune=tune, chains=chains, target_accept=target_accept,
-                      seed=seed, divergences=int(stats["diverging"].values.sum()),
+                      seed=random_seed, divergences=int(stats["diverging"].values.sum()),
                       seconds=time.perf_counter() - t0)
     return tree

@@ -30,6 +30,7 @@ import optax
 from xarray import DataTree
 
 from bnn_zoo.inference.advi import optim
+from bnn_zoo.inference.support.renamed import refuse_renamed
 
 __all__ = ["ACTIVATIONS", "KINDS", "DropoutNet", "fit_dropout", "predict_dropout"]
 
@@ -94,9 +95,10 @@ def _log_lik(params, h, y, kind):
     return -0.5 * ((y - h[:, 0]) / sigma) ** 2 - jnp.log(sigma) - 0.5 * jnp.log(2 * jnp.pi)
 
 
+@refuse_renamed
 def fit_dropout(X: np.ndarray, y: np.ndarray, *, kind: str, hidden=(5, 5), activation: str = "tanh", rate: float = 0.1,
         prior_sd: float = 1.0, steps: int = 10_000, lr: float = 0.01, batch_size: int | None = None,
-        seed: int = 0) -> DropoutNet:
+        random_seed: int = 0) -> DropoutNet:
     """Fit the dropout network by Adam, its rate decaying by a cosine from ``lr`` to 1% of it.
 
     The loss is ``-(log lik + log prior) / N`` at the masked network, with a
@@ -126,7 +128,7 @@ def fit_dropout(X: np.ndarray, y: np.ndarray, *, kind: str, hidden=(5, 5), activ
         The initial learning rate.
     batch_size : int, optional
         Minibatch rows; default all (full batch).
-    seed : int, default 0
+    random_seed : int, default 0
         Seeds the initial weights, the masks and the minibatches.
 
     Returns
@@ -168,7 +170,7 @@ def fit_dropout(X: np.ndarray, y: np.ndarray, *, kind: str, hidden=(5, 5), activ
     if not 1 <= batch <= n:
         raise ValueError(f"batch_size must be in 1..{n}, got {batch_size!r}")
     widths = [X.shape[1], *hidden, int(y.max()) + 1 if kind == "classifier" else 1]
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(random_seed)
     params = {}
     for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
         params[f"W_{layer}"] = jnp.asarray(rng.normal(0, 1 / np.sqrt(a), (a, b)), "float32")
@@ -194,7 +196,7 @@ def fit_dropout(X: np.ndarray, y: np.ndarray, *, kind: str, hidden=(5, 5), activ
         updates, opt_state = optimizer.update(grad, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), value
 
-    X_dev, y_dev, key, t0 = jnp.asarray(X), jnp.asarray(y), jax.random.key(seed), time.perf_counter()
+    X_dev, y_dev, key, t0 = jnp.asarray(X), jnp.asarray(y), jax.random.key(random_seed), time.perf_counter()
     run = jax.jit(lambda params: jax.lax.scan(body, (params, optimizer.init(params)), jnp.arange(steps)))
     (params, _), losses = run(params)
     losses = np.asarray(losses)
@@ -204,7 +206,9 @@ def fit_dropout(X: np.ndarray, y: np.ndarray, *, kind: str, hidden=(5, 5), activ
                       time.perf_counter() - t0, losses)
 
 
-def predict_dropout(net: DropoutNet, X: np.ndarray, *, draws: int = 500, seed: int = 0, chunk: int = 10_000) -> DataTree:
+@refuse_renamed
+def predict_dropout(net: DropoutNet, X: np.ndarray, *, draws: int = 500, random_seed: int = 0,
+                    chunk: int = 10_000) -> DataTree:
     """The MC-dropout predictive at ``X``: ``draws`` forward passes, each with fresh masks.
 
     Each draw's mask is shared by all rows, so a draw is one network.
@@ -217,7 +221,7 @@ def predict_dropout(net: DropoutNet, X: np.ndarray, *, draws: int = 500, seed: i
         ``(n, d)`` inputs.
     draws : int, default 500
         Forward passes (networks) of the predictive.
-    seed : int, default 0
+    random_seed : int, default 0
         Seeds the masks.
     chunk : int, default 10000
         Rows evaluated at a time.
@@ -239,7 +243,7 @@ def predict_dropout(net: DropoutNet, X: np.ndarray, *, draws: int = 500, seed: i
     layers = len(net.hidden) + 1
     forward = partial(_forward, layers=layers, activation=net.activation, rate=net.rate, shared=True)
     params = {k: jnp.asarray(v) for k, v in net.params.items()}
-    keys = jax.random.split(jax.random.key(seed), draws)
+    keys = jax.random.split(jax.random.key(random_seed), draws)
     out = jax.jit(jax.vmap(lambda k, X: forward(params, X, k), in_axes=(0, None)))
     X = np.asarray(X, "float32")
     h = np.concatenate([np.asarray(out(keys, X[i:i + chunk])) for i in range(0, len(X), chunk)], axis=1)
