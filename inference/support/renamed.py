@@ -1,7 +1,8 @@
 """Keywords the public functions took before, and a wrapper that names their spelling now in one line.
 
-``fit``, ``fit_many``, ``sample``, ``predict`` and the alternatives (``pymc_nuts``, ``sgld``, ...) wear :func:`refuse_renamed`,
-so that code written for an earlier version fails with the way out
+``fit``, ``fit_many``, ``sample``, ``predict`` and the alternatives
+(``pymc_nuts``, ``sgld``, ...) wear :func:`refuse_renamed`, so that code
+written for an earlier version fails with the way out
 (``TypeError: fit() no longer takes seed=: use random_seed=``) rather than
 with Python's "unexpected keyword argument".
 """
