@@ -183,7 +183,7 @@ def make(name: str, learning_rate: float, steps: int, *, schedule_kind: str = "c
 
     Examples
     --------
-    >>> from bnn_zoo.inference import optim
+    >>> from bnn_zoo.inference.advi import optim
     >>> opt = optim.make("adam", 0.05, 10_000, schedule_kind="cosine")
     >>> opt.description
     'adam(lr=cosine(0.05 -> 0.0005 over 10000))'
@@ -218,7 +218,7 @@ def default(steps: int, learning_rate: float = defaults.LEARNING_RATE) -> Descri
 
     Examples
     --------
-    >>> from bnn_zoo.inference import optim
+    >>> from bnn_zoo.inference.advi import optim
     >>> optim.default(10_000).description
     'adam(lr=constant(0.01))'
     """

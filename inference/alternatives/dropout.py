@@ -147,7 +147,7 @@ def fit_dropout(X: np.ndarray, y: np.ndarray, *, kind: str, hidden=(5, 5), activ
     Examples
     --------
     >>> from bnn_zoo.data import toy
-    >>> from bnn_zoo.inference import dropout
+    >>> from bnn_zoo.inference.alternatives import dropout
     >>> split = toy.load("moons", n_train=200, n_test=50)
     >>> net = dropout.fit_dropout(split.X_train, split.y_train, kind="classifier", hidden=(5, 5),
     ...                           activation="tanh", steps=500)

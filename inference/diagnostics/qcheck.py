@@ -107,7 +107,7 @@ def next_step(method: str, *, centred: bool = False, hierarchy: bool = True) -> 
 
     Examples
     --------
-    >>> from bnn_zoo.inference import qcheck
+    >>> from bnn_zoo.inference.diagnostics import qcheck
     >>> qcheck.next_step("fullrank_advi", centred=True)
     "method='flow', or bnn_zoo.nuts(result)"
     """
@@ -160,7 +160,7 @@ def q_pareto_k(log_p: np.ndarray, log_q: np.ndarray) -> tuple[float, np.ndarray]
     Examples
     --------
     >>> import numpy as np
-    >>> from bnn_zoo.inference import qcheck
+    >>> from bnn_zoo.inference.diagnostics import qcheck
     >>> rng = np.random.default_rng(0)
     >>> z = rng.normal(size=4000)                       # q = N(0, 1)
     >>> log_q = -0.5 * z**2
@@ -203,7 +203,7 @@ def verdict(k: float | None, draws: int | None) -> str:
 
     Examples
     --------
-    >>> from bnn_zoo.inference import qcheck
+    >>> from bnn_zoo.inference.diagnostics import qcheck
     >>> qcheck.verdict(0.52, 500)
     'too few draws to judge (q_pareto_k 0.52 from 500 draws; a verdict needs 4,000)'
     >>> qcheck.verdict(0.41, 4000)

@@ -110,7 +110,7 @@ def sample(mu: np.ndarray, factor, n: int, rng: np.random.Generator):
     Examples
     --------
     >>> import numpy as np
-    >>> from bnn_zoo.inference import gaussians
+    >>> from bnn_zoo.inference.families import gaussians
     >>> q = gaussians.LowRank.from_factor(np.ones(3), np.array([[1.0], [1.0], [0.0]]))
     >>> z, _ = gaussians.sample(np.zeros(3), q, 100_000, np.random.default_rng(0))
     >>> np.round(np.cov(z.T), 1) + 0.0  # + 0.0: no -0.0
