@@ -32,6 +32,7 @@ test: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q -n 2
 
 docs: $(VENV)/.docs-installed
+	$(VENV)/bin/python docs/run_notebooks.py
 	$(VENV)/bin/sphinx-build -W --keep-going -j auto -b html docs docs/_build/html
 
 all-priors: $(VENV)/.installed

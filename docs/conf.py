@@ -14,6 +14,8 @@ from pathlib import Path
 import bnn_zoo
 
 HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+import notebook_settings  # noqa: E402  (the notebooks' settings, shared with run_notebooks.py)
 
 project = "bnn-zoo"
 author = "the bnn-zoo developers"
@@ -37,22 +39,17 @@ html_static_path = ["_static"]
 suppress_warnings = ["config.cache"]  # the intersphinx mapping below is computed, so never cached
 
 # -- Markdown and notebooks -------------------------------------------------------------------
-myst_enable_extensions = ["colon_fence", "dollarmath", "deflist"]
+myst_enable_extensions = notebook_settings.MYST_EXTENSIONS
 myst_heading_anchors = 3
-# Every gallery notebook runs in the build; an error in one fails it. ``cache`` re-runs a notebook
-# only when its code changed (docs/_build/.jupyter_cache); BNN_ZOO_DOCS_EXECUTE=off skips running.
-nb_execution_mode = os.environ.get("BNN_ZOO_DOCS_EXECUTE", "cache")
-nb_execution_timeout = 300
+# Every gallery notebook runs in the build (notebook_settings.py); `make docs` runs them side by
+# side into the cache first (run_notebooks.py), and an error in one fails the build.
+nb_execution_mode = notebook_settings.EXECUTION_MODE
+nb_execution_timeout = notebook_settings.TIMEOUT
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
 nb_merge_streams = True
-nb_execution_cache_path = str(HERE / "_build" / ".jupyter_cache")
+nb_execution_cache_path = notebook_settings.CACHE_PATH
 nb_execution_excludepatterns = []
-# The MNIST example reads $MNIST_DIR, else the user's cache (downloading there). A checkout with
-# the project's shared data beside it reads that copy.
-_shared_mnist = HERE.parent.parent / "shared" / "data" / "mnist"
-if "MNIST_DIR" not in os.environ and _shared_mnist.is_dir():
-    os.environ["MNIST_DIR"] = str(_shared_mnist)
 MNIST_NOTEBOOK = "examples/mnist_cnn"
 
 

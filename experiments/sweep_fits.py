@@ -147,7 +147,7 @@ def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0
         pointwise values), and ``"draws"``, the fit's ArviZ DataTree or
         ``None``.
     """
-    from bnn_zoo.inference.diagnostics import convergence
+    from bnn_zoo.inference.diagnostics.convergence import convergence
 
     t0 = time.perf_counter()
     splits = [toy.data(c) for c in cfgs]

@@ -109,7 +109,7 @@ def test_help_lists_the_flags(tmp_path):
 
 
 def test_a_run_writes_the_output_contract(tmp_path):
-    proc = bnn_zoo("moons", "--steps", "1500", "--draws", "100", "--prior", "laplace",
+    proc = bnn_zoo("moons", "--steps", "1500", "--draws", "50", "--prior", "laplace",
                    "--hyperprior", "halfcauchy", "--seed", "3", "--out", "res", "--figures", "fig",
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -126,9 +126,9 @@ def test_a_run_writes_the_output_contract(tmp_path):
     assert 0.5 < metrics["bayes_accuracy"] <= 1 and metrics["elbo_q"] < 0
     assert 0.8 <= metrics["accuracy"] <= 1.0
     idata = az.from_netcdf(folder / "idata.nc")
-    assert idata["posterior"]["W_2"].shape == (1, 100, 5, 2)
-    assert idata["predictions"]["p"].shape == (1, 100, 300, 2)
-    assert idata["log_likelihood"]["y_obs"].shape == (1, 100, 700)
+    assert idata["posterior"]["W_2"].shape == (1, 50, 5, 2)
+    assert idata["predictions"]["p"].shape == (1, 50, 300, 2)
+    assert idata["log_likelihood"]["y_obs"].shape == (1, 50, 700)
     assert idata["fit_stats"]["elbo"].shape == (1500,)
     summary = pd.read_csv(folder / "summary.csv", index_col=0)
     assert "W_0[x1, 0]" in summary.index and "mean" in summary.columns
@@ -163,7 +163,7 @@ def test_fullrank_continues_from_the_restart_picked_early(tmp_path):
 def test_all_priors_compares_the_grid_on_each_data_set(tmp_path):
     # A 2 x 2 grid keeps CI short; the 16 pairs are fitted in test_models.py.
     grid = ["--all-priors", "--priors", "laplace,cauchy", "--hyperpriors", "fixed,inversegamma",
-            "--steps", "300", "--draws", "60", "--n-train", "200", "--n-test", "100", "--restarts", "1"]
+            "--steps", "200", "--draws", "30", "--n-train", "100", "--n-test", "50", "--restarts", "1"]
     proc = bnn_zoo("toy", *grid, "--out", "res", "--figures", "fig", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for dataset in ("moons", "circles"):

@@ -155,11 +155,11 @@ def test_the_table_sets_standard_errors_and_the_targets_against_the_published_co
 # --- the command ---------------------------------------------------------------------------------
 
 
-FAST = ["--datasets", "yacht", "--data-dir", str(DATA), "--steps", "3000", "--members", "2", "--draws", "200",
+FAST = ["--datasets", "yacht", "--data-dir", str(DATA), "--steps", "1000", "--members", "2", "--draws", "100",
         "--no-progress"]
 
 
-def test_uci_on_yacht_writes_every_record_and_the_table_then_resumes(tmp_path):
+def test_uci_on_yacht_writes_every_record_and_the_table_then_resumes(tmp_path, capsys):
     done = bnn_zoo_uci(*FAST, "--splits", "2", "--workers", "1", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert "12 fits in the job, 0 already" in done.stderr
@@ -180,30 +180,36 @@ def test_uci_on_yacht_writes_every_record_and_the_table_then_resumes(tmp_path):
     assert (fits["width50"] < fits["width90"]).all() and (fits["width90"] < fits["width95"]).all()
     assert (table["coverage_splits"] == 2).all() and "conformal 95%" in (store / "table.md").read_text()
 
+    # The reruns in this process (the command's main, as the user's run above reached it): a
+    # second start of the command would only load the engine again.
+    def rerun(*args):
+        capsys.readouterr()
+        code = job.main([*FAST, *args, "--workers", "1", "--out", str(tmp_path)])
+        return code, capsys.readouterr().err
+
     # a rerun fits nothing; a record lost (a killed run) or damaged is fitted again, alone
-    again = bnn_zoo_uci(*FAST, "--splits", "2", "--workers", "1", "--out", str(tmp_path))
-    assert again.returncode == 0 and "12 already in" in again.stderr and "0 to fit" in again.stderr
+    code, err = rerun("--splits", "2")
+    assert code == 0 and "12 already in" in err and "0 to fit" in err
     records = sorted((store / "records").glob("*.parquet"))
     records[0].unlink()
     records[1].write_bytes(records[1].read_bytes()[:40])
-    resumed = bnn_zoo_uci(*FAST, "--splits", "2", "--workers", "1", "--out", str(tmp_path))
-    assert resumed.returncode == 0, resumed.stderr
-    assert "is damaged" in resumed.stderr and "10 already in" in resumed.stderr and "2 to fit" in resumed.stderr
+    code, err = rerun("--splits", "2")
+    assert code == 0, err
+    assert "is damaged" in err and "10 already in" in err and "2 to fit" in err
     assert len(pd.read_parquet(store / "fits.parquet")) == 12
 
     # a record written before coverage was scored is fitted again, and only that one
     old = pd.read_parquet(records[2])
     old.drop(columns=[c for c in old if "coverage" in c or "width" in c]).to_parquet(records[2], index=False)
-    rescored = bnn_zoo_uci(*FAST, "--splits", "2", "--workers", "1", "--out", str(tmp_path))
-    assert rescored.returncode == 0, rescored.stderr
-    assert "11 already in" in rescored.stderr and "1 to fit (1 of them recorded without interval coverage)" \
-        in rescored.stderr
+    code, err = rerun("--splits", "2")
+    assert code == 0, err
+    assert "11 already in" in err and "1 to fit (1 of them recorded without interval coverage)" in err
     assert pd.read_parquet(records[2])["conf_coverage90"].notna().all()
 
     # --table-only fits nothing: the table of what the store holds of a larger job
-    table_only = bnn_zoo_uci(*FAST, "--splits", "3", "--table-only", "--workers", "1", "--out", str(tmp_path))
-    assert table_only.returncode == 0, table_only.stderr
-    assert "12 already in" in table_only.stderr and "6 left out (--table-only)" in table_only.stderr
+    code, err = rerun("--splits", "3", "--table-only")
+    assert code == 0, err
+    assert "12 already in" in err and "6 left out (--table-only)" in err
     assert len(list((store / "records").glob("*.parquet"))) == 12
     assert (pd.read_csv(store / "table.csv")["splits"] == 2).all()
 
