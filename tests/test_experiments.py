@@ -163,7 +163,7 @@ def test_fullrank_continues_from_the_restart_picked_early(tmp_path):
 def test_all_priors_compares_the_grid_on_each_data_set(tmp_path):
     # A 2 x 2 grid keeps CI short; the 16 pairs are fitted in test_models.py.
     grid = ["--all-priors", "--priors", "laplace,cauchy", "--hyperpriors", "fixed,inversegamma",
-            "--steps", "200", "--draws", "30", "--n-train", "100", "--n-test", "50", "--restarts", "1"]
+            "--steps", "300", "--draws", "60", "--n-train", "200", "--n-test", "100", "--restarts", "1"]
     proc = bnn_zoo("toy", *grid, "--out", "res", "--figures", "fig", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for dataset in ("moons", "circles"):

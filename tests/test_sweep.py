@@ -37,11 +37,11 @@ def _table(path):
 
 def test_a_record_is_what_the_toy_experiment_writes(tmp_path):
     """The vectorised fit and its evaluation give the toy run's metrics for the same settings."""
-    args = _args(tmp_path, "--priors", "laplace", "--hyperpriors", "inversegamma", "--seeds", "2",
+    args = _args(tmp_path, "--priors", "normal,laplace", "--hyperpriors", "inversegamma", "--seeds", "2",
                  "--noise", "0.3", "--workers", "1")
     path, fitted = sweep.run_sweep(args, report=lambda line: None)
     table = pd.read_parquet(path)
-    assert fitted == 2 and len(table) == 2 and set(table["batched_with"]) == {4}  # 2 seeds x 2 restarts
+    assert fitted == 4 and len(table) == 4 and set(table["batched_with"]) == {4}  # 2 seeds x 2 restarts
     cfg = next(c for c in sweep_spec.specs(args) if c.prior == "laplace" and c.seed == 1)
     record = runner.run(toy.experiment("moons"), dataclasses.replace(
         cfg, out=tmp_path / "run", figures=tmp_path / "fig")).metrics
@@ -58,13 +58,16 @@ def test_a_record_is_what_the_toy_experiment_writes(tmp_path):
 
 
 def test_a_dask_cluster_gives_the_in_process_results(tmp_path):
-    """A LocalCluster of 2 workers, tasks of one fit and of two: the same records as in-process."""
-    common = ["--priors", "normal", "--hyperpriors", "fixed,halfnormal", "--seeds", "2", "--keep-draws"]
+    """A LocalCluster of 2 workers, tasks of one fit and of two: the same records as in-process.
+    (One structure, two seeds: in-process one task of both fits, on the cluster a task of one each.)"""
+    common = ["--priors", "normal", "--hyperpriors", "halfnormal", "--seeds", "2", "--keep-draws"]
     alone, _ = sweep.run_sweep(_args(tmp_path, *common, "--workers", "1", out="alone"), report=lambda l: None)
     cluster, _ = sweep.run_sweep(_args(tmp_path, *common, "--workers", "2", "--fits-per-task", "2",
                                        out="cluster"), report=lambda l: None)
     a, b = _table(alone), _table(cluster)
-    assert len(a) == 4 and list(a.index) == list(b.index)
+    assert len(a) == 2 and list(a.index) == list(b.index)
+    # tasks of two fits (x 2 restarts) in-process, of one on the cluster
+    assert set(pd.read_parquet(alone)["batched_with"]) == {4} and set(pd.read_parquet(cluster)["batched_with"]) == {2}
     pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-9)
     for key in a.index:  # the posterior draws too, written by the client only
         trees = [xr.open_datatree(tmp_path / d / "draws" / f"{key}.nc") for d in ("alone", "cluster")]
