@@ -60,6 +60,15 @@ def full_rank(dim: int) -> bool:
     rung (low rank above), a flow's start without ``init`` (mean-field above) and a flow's
     factor (its sds above). Dense up to :data:`AUTO_FULL_RANK_MAX` values.
 
+    Parameters
+    ----------
+    dim : int
+        The model's unconstrained values.
+
+    Returns
+    -------
+    bool
+
     Examples
     --------
     >>> full_rank(751), full_rank(10_000)

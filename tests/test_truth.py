@@ -337,7 +337,7 @@ def test_the_words_list_every_method():
         assert word in " ".join(bnn_zoo.fit.__doc__.split())
     from rich.progress import Progress
 
-    from bnn_zoo.inference.advi import loop as advi
+    from bnn_zoo.inference.advi.loop import fit_advi
 
     labels = []
     original = Progress.add_task
@@ -349,7 +349,7 @@ def test_the_words_list_every_method():
     Progress.add_task = spy
     try:
         model = _mixture(4)
-        advi.fit(model, method="flow", steps=20, progressbar=True)
+        fit_advi(model, method="flow", steps=20, progressbar=True)
     finally:
         Progress.add_task = original
     assert labels == ["advi", "fullrank_advi", "flow"]  # full rank's mean-field start, full rank, the flow

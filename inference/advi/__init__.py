@@ -14,3 +14,5 @@ q's start, checkpoints, the loop (``fit_advi``) and many fits at once (``fit_man
 - :mod:`~bnn_zoo.inference.advi.prepare`: Everything a fit builds before its first step: the compiled model, q's initial state, the runner.
 - :mod:`~bnn_zoo.inference.advi.starts`: Where q starts: the model's initial point with noise on its weights, or another fit's q.
 """
+
+__all__: list[str] = []  # the modules are the wing's content; the face is bnn_zoo.inference

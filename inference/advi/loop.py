@@ -54,8 +54,28 @@ def fit_advi(model: pm.Model, *, method="advi", steps: int = defaults.STEPS, opt
     The stage ``fit`` hands these methods to, and what ``method="auto"``'s
     rungs and a flow's start call: a mean-field warm start for full rank
     without ``init``, learned centring, the flow's Gaussian start, then the
-    steps on the engine. The parameters and what it returns and raises are
-    ``fit``'s.
+    steps on the engine.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model (``fit``'s).
+    method : str or MeanField or LowRank or FullRank or Flow, default "advi"
+        An ADVI method: one of the three Gaussians or the flow.
+    steps, optimizer, objective, batch_size, minibatch, init, average, random_seed, checkpoint, progressbar
+        As :func:`~bnn_zoo.inference.dispatch.fit` takes them.
+
+    Returns
+    -------
+    FitResult
+        The fit, as ``fit`` returns it.
+
+    Raises
+    ------
+    ValueError
+        For bad arguments, as ``fit``.
+    NonFiniteLossError
+        At the first non-finite ELBO estimate.
     """
     model, batch_size, minibatch = unwrap_minibatch(model, batch_size, minibatch)
     family, _ = methods.resolve(method, laplace=True)

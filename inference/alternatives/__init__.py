@@ -6,3 +6,5 @@ and PyMC's own ADVI step.
 - :mod:`~bnn_zoo.inference.alternatives.handoff`: The hand-off from VI to NUTS: NUTS preconditioned by a fitted q, started from q's draws.
 - :mod:`~bnn_zoo.inference.alternatives.reference`: The reference: PyMC's own ADVI step, for the tests and benchmarks that check the engine.
 """
+
+__all__: list[str] = []  # the modules are the wing's content; the face is bnn_zoo.inference

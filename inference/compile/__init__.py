@@ -5,3 +5,5 @@
 - :mod:`~bnn_zoo.inference.compile.jaxmodel`: A PyMC model as JAX functions: its log densities, its variables, and its forward samples.
 - :mod:`~bnn_zoo.inference.compile.minibatch`: Models written with ``pm.Minibatch``, fitted with the engine's own minibatches.
 """
+
+__all__: list[str] = []  # the modules are the wing's content; the face is bnn_zoo.inference

@@ -19,6 +19,16 @@ def cheap(lowered) -> bool:
     XLA leaves out the ``flops`` entry of a computation that has none (one
     that only moves or exponentiates values; an empty analysis is one that
     only slices its input); no analysis at all counts as expensive.
+
+    Parameters
+    ----------
+    lowered : jax.stages.Lowered
+        ``jax.jit(f).lower(*args)``.
+
+    Returns
+    -------
+    bool
+        Cheap enough to run many at a time in one compiled loop.
     """
     analysis = lowered.cost_analysis()
     return analysis is not None and analysis.get("flops", 0.0) < LOOP_BELOW_FLOPS

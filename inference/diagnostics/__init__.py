@@ -5,3 +5,5 @@
 - :mod:`~bnn_zoo.inference.diagnostics.psis`: Pareto-smoothed importance sampling LOO for variational posteriors, as one JAX program.
 - :mod:`~bnn_zoo.inference.diagnostics.qcheck`: Did VI work? q's Pareto k (``q_pareto_k``), and the posterior reweighted by it.
 """
+
+__all__: list[str] = []  # the modules are the wing's content; the face is bnn_zoo.inference

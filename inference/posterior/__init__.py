@@ -6,3 +6,5 @@
 - :mod:`~bnn_zoo.inference.posterior.result`: What a fit returns, and what it raises or warns: :class:`FitResult`, :class:`NonFiniteLossError`,
 - :mod:`~bnn_zoo.inference.posterior.sampling`: From a fitted q to an ArviZ DataTree of posterior draws.
 """
+
+__all__: list[str] = []  # the modules are the wing's content; the face is bnn_zoo.inference

@@ -4,3 +4,5 @@
 - :mod:`~bnn_zoo.inference.support.io`: Atomic writes: a reader never sees a half-written result or checkpoint.
 - :mod:`~bnn_zoo.inference.support.renamed`: Keywords the public functions took before, and a wrapper that names their spelling now in one line.
 """
+
+__all__: list[str] = []  # the modules are the wing's content; the face is bnn_zoo.inference
