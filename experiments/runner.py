@@ -51,7 +51,7 @@ from bnn_zoo.inference.advi import optim
 from bnn_zoo.inference.diagnostics import psis, qcheck
 from bnn_zoo.inference.families import FAMILIES
 from bnn_zoo.inference.advi.prepare import MAX_STEPS
-from bnn_zoo.inference.diagnostics import convergence as diagnostics
+from bnn_zoo.inference.diagnostics import convergence
 from bnn_zoo.inference.advi.engine import steps_per_epoch
 from bnn_zoo.inference.support.io import atomic_dir, write_json
 from bnn_zoo.inference.posterior import restarts
@@ -440,7 +440,7 @@ def recorded_convergence(metrics: dict):
         The finding (of the ELBO trace, or of the Laplace approximation's mode), whose
         ``describe`` and ``hint`` make the warning; ``converged`` is ``False``.
     """
-    return diagnostics.recorded({**metrics, "converged": False})
+    return convergence.recorded({**metrics, "converged": False})
 
 
 def _groups(cfgs: list) -> list[list]:

@@ -310,8 +310,7 @@ class Auto:
 
 #: The registry: each method's name and the value that carries its settings, in :data:`METHODS`' order.
 #: ``fit``'s ``method`` takes either; :func:`value` turns a name into its value at the defaults.
-VALUES = {"advi": MeanField, "lowrank_advi": LowRank, "fullrank_advi": FullRank, "laplace": Laplace, "flow": Flow,
-          "auto": Auto}
+VALUES = {kind.name: kind for kind in (MeanField, LowRank, FullRank, Laplace, Flow, Auto)}
 assert tuple(VALUES) == METHODS
 
 

@@ -18,18 +18,15 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
-from collections.abc import Sequence
 
 import numpy as np
-import optax
 import pymc as pm
 import pytensor
 from rich.progress import MofNCompleteColumn, Progress, TextColumn
 
-from bnn_zoo.inference.advi import checkpoint as ckpt
 from bnn_zoo.inference import defaults, methods
+from bnn_zoo.inference.advi import checkpoint as ckpt
 from bnn_zoo.inference.advi import optim
-from bnn_zoo.inference.support import calls
 from bnn_zoo.inference.advi.checkpoint import Checkpoint
 from bnn_zoo.inference.advi.engine import CHUNK
 from bnn_zoo.inference.compile.minibatch import unwrap as unwrap_minibatch
@@ -38,6 +35,7 @@ from bnn_zoo.inference.advi.prepare import check_steps, prepare
 from bnn_zoo.inference.posterior.result import ConvergenceWarning, FitResult, NonFiniteLossError, warn_unless_converged
 
 __all__ = ["fit_advi"]
+
 
 def _progress(show: bool) -> Progress:
     return Progress(
