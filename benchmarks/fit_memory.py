@@ -22,7 +22,7 @@ import optax
 
 import bnn_zoo
 from bnn_zoo.data import mnist
-from bnn_zoo.experiments.resources import peak_rss_mb as peak_mb
+from bnn_zoo.experiments.harness.resources import peak_rss_mb as peak_mb
 from bnn_zoo.models import mlp_classifier
 
 

@@ -7,9 +7,9 @@ Both paths fit the same toy configurations at the experiment's defaults
 points, 6 restarts picked at a fifth of the steps, 500 draws, PSIS-LOO and
 the test metrics): one at a time as ``bnn-zoo moons`` runs them
 (``runner.run``: fit, its restarts vectorised, sample, predict, LOO, write),
-and together as ``bnn-zoo sweep`` runs a task (``sweep_fits.fit_task``: one
+and together as ``bnn-zoo sweep`` runs a task (``sweep.fits.fit_task``: one
 vmapped fit program, then one device program that scores every fit,
-``sweep_eval.score``). On a CPU one core, the sweep workers' XLA flags for both
+``sweep.evaluation.score``). On a CPU one core, the sweep workers' XLA flags for both
 (``runtime.worker_xla_flags``); on an accelerator no pin. Each path is run once
 untimed first, so that compilation is not timed (``--no-warmup``: not, and the
 split shows it). Each vectorised task's line is followed by where its time went
@@ -31,7 +31,9 @@ from pathlib import Path
 
 
 def main(argv=None) -> int:
-    from bnn_zoo.experiments import runner, runtime, sweep, sweep_fits, sweep_spec, toy_priors
+    from bnn_zoo.experiments.harness import runner, runtime
+    from bnn_zoo.experiments.sweep import command as sweep, fits as sweep_fits, spec as sweep_spec
+    from bnn_zoo.experiments.toy import priors as toy_priors
 
     p = argparse.ArgumentParser(prog="python -m benchmarks.sweep_speed", description=__doc__.splitlines()[0])
     p.add_argument("--fits", type=int, default=8,

@@ -37,7 +37,7 @@ __all__ = ["GAP", "SETTINGS", "TASKS", "Task", "conditional_mean", "load"]
 #: The regression tasks' names: what :func:`load` and :func:`conditional_mean` accept as ``name``.
 TASKS = ("sine", "blundell")
 #: The sine wave's gap (a third of its range) for the in-between case: the ``"gap"`` case of
-#: :mod:`bnn_zoo.experiments.alternatives` passes it to :func:`load`.
+#: :mod:`bnn_zoo.experiments.alternatives.cases` passes it to :func:`load`.
 GAP = (-1.0, 1.0)
 
 

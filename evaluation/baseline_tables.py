@@ -57,7 +57,7 @@ def toy_row(d: dict, ref: dict | None, bench) -> dict:
     ref : dict or None
         The reference method's draws (None: no reference columns).
     bench : Benchmark
-        The case (:mod:`bnn_zoo.experiments.alternatives`): its data and inputs.
+        The case (:mod:`bnn_zoo.experiments.alternatives.cases`): its data and inputs.
 
     Returns
     -------
@@ -91,7 +91,7 @@ def regression_row(d: dict, ref: dict | None, bench, seed: int = 0) -> dict:
     ref : dict or None
         The reference method's draws (None: no reference columns).
     bench : Benchmark
-        The case (:mod:`bnn_zoo.experiments.alternatives`): its data and inputs.
+        The case (:mod:`bnn_zoo.experiments.alternatives.cases`): its data and inputs.
     seed : int, default 0
         Seeds the noise replicas of the predictive interval.
 
@@ -135,7 +135,7 @@ def mnist_rows(d: dict, bench) -> tuple[dict, dict]:
     d : dict of str to numpy.ndarray
         One method's draws, by ``"<input set>/<variable>"``.
     bench : Benchmark
-        The case (:mod:`bnn_zoo.experiments.alternatives`): its data and inputs.
+        The case (:mod:`bnn_zoo.experiments.alternatives.cases`): its data and inputs.
 
     Returns
     -------
@@ -165,7 +165,7 @@ def table(benchmark: str, bench, draws: dict) -> pd.DataFrame:
     benchmark : str
         ``"toy"``, ``"regression"`` or ``"mnist"``.
     bench : Benchmark
-        The case (:mod:`bnn_zoo.experiments.alternatives`): its data and inputs.
+        The case (:mod:`bnn_zoo.experiments.alternatives.cases`): its data and inputs.
     draws : dict
         Every method's draws, by method.
 
@@ -192,7 +192,7 @@ def shift_table(bench, draws: dict) -> pd.DataFrame:
     Parameters
     ----------
     bench : Benchmark
-        The case (:mod:`bnn_zoo.experiments.alternatives`): its data and inputs.
+        The case (:mod:`bnn_zoo.experiments.alternatives.cases`): its data and inputs.
     draws : dict
         Every method's draws, by method.
 
@@ -216,7 +216,7 @@ def figures(benchmark: str, bench, draws: dict, folder, name: str) -> list:
     benchmark : str
         ``"toy"``, ``"regression"`` or ``"mnist"``.
     bench : Benchmark
-        The case (:mod:`bnn_zoo.experiments.alternatives`): its data and inputs.
+        The case (:mod:`bnn_zoo.experiments.alternatives.cases`): its data and inputs.
     draws : dict
         Every method's draws, by method.
     folder : pathlib.Path

@@ -10,8 +10,9 @@ import bnn_zoo
 from bnn_zoo.data import mnist as mnist_data
 from bnn_zoo.data import regression, shift, toy
 from bnn_zoo.evaluation import metrics
-from bnn_zoo.experiments import alternatives as bench
-from bnn_zoo.experiments import alternatives_cases, resources
+from bnn_zoo.experiments.alternatives import command as bench
+from bnn_zoo.experiments.alternatives import cases as alternatives_cases
+from bnn_zoo.experiments.harness import resources
 from bnn_zoo.inference.alternatives import baselines as alt
 from bnn_zoo.inference.alternatives import iterates
 from bnn_zoo.inference.alternatives import dropout

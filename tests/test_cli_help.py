@@ -8,14 +8,14 @@ import importlib
 import pytest
 
 from bnn_zoo import cli
-from bnn_zoo.experiments.flags import Parser
+from bnn_zoo.experiments.harness.flags import Parser
 
 COMMANDS = {**cli.EXPERIMENTS, **cli.TOOLS}
 
 
 def parser(name: str) -> argparse.ArgumentParser:
     """The parser ``bnn-zoo <name>`` parses its flags with."""
-    from bnn_zoo.experiments.fit_flags import build_parser
+    from bnn_zoo.experiments.harness.fit_flags import build_parser
 
     module = importlib.import_module(f"bnn_zoo.experiments.{COMMANDS[name].module}")
     prog = f"bnn-zoo {name}"
@@ -54,7 +54,7 @@ def test_every_flag_has_help_and_its_default_as_typed(name):
 
 
 def test_defaults_are_printed_as_the_user_types_them():
-    from bnn_zoo.experiments.flags import int_list
+    from bnn_zoo.experiments.harness.flags import int_list
 
     p = Parser(prog="x")
     p.add_argument("--hidden", type=int_list, default=(5, 5), help="layers")
@@ -71,7 +71,7 @@ def test_defaults_are_printed_as_the_user_types_them():
 
 def test_path_derivative_help_says_the_library_default_and_why_the_command_differs():
     import bnn_zoo
-    from bnn_zoo.experiments.config import RunConfig
+    from bnn_zoo.experiments.harness.config import RunConfig
 
     library = bnn_zoo.ELBO().path_derivative
     command = {f.name: f.default for f in dataclasses.fields(RunConfig)}["path_derivative"]

@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from bnn_zoo.experiments import uci, uci_fits
+from bnn_zoo.experiments.uci import command as uci, fits as uci_fits
 from tests.test_layout import ROOT
 
 

@@ -11,8 +11,9 @@ import pytest
 
 import bnn_zoo
 from bnn_zoo.data import toy
-from bnn_zoo.experiments import runner, toy_priors
-from bnn_zoo.experiments.toy_priors import main as toy_main
+from bnn_zoo.experiments.harness import runner
+from bnn_zoo.experiments.toy import priors as toy_priors
+from bnn_zoo.experiments.toy.priors import main as toy_main
 from bnn_zoo.inference import families
 from bnn_zoo.inference.advi import estimators, noise, objective
 from bnn_zoo.inference.compile.jaxmodel import Layout, compile_model

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bnn_zoo.experiments import resources, runtime
-from bnn_zoo.experiments.toy_priors import main
+from bnn_zoo.experiments.harness import resources, runtime
+from bnn_zoo.experiments.toy.priors import main
 from tests.conftest import command_env
 
 REQUIRED = {"dataset", "prior", "hyperprior", "method", "seed", "steps", "noise", "accuracy", "nll",
@@ -193,7 +193,7 @@ def test_comparing_many_equally_good_priors_says_the_ranking_may_be_chance():
     """ArviZ's selection-bias check (more than 11 models) becomes a flag, not a stray warning."""
     import warnings
 
-    from bnn_zoo.experiments.toy_comparison import compare_pairs
+    from bnn_zoo.experiments.toy.comparison import compare_pairs
 
     rng = np.random.default_rng(0)
     base = rng.normal(-1.0, 0.3, size=(1, 200, 80))  # chains, draws, points

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bnn_zoo.experiments.store import Store
+from bnn_zoo.experiments.harness.store import Store
 from tests.conftest import command_env
 
 
@@ -115,7 +115,7 @@ def test_a_ctrl_c_that_python_drops_is_raised_again(capsys):
     Python; keep_interrupts raises it again in the main thread, without the print."""
     import gc
 
-    from bnn_zoo.experiments.runtime import keep_interrupts
+    from bnn_zoo.experiments.harness.runtime import keep_interrupts
 
     def callback(phase, info):
         if phase == "start":
@@ -166,7 +166,7 @@ def test_ctrl_c_while_the_engine_loads(tmp_path, module):
 def test_a_ctrl_c_while_workers_start_is_held_not_lost():
     """hold_interrupts: a Ctrl-C inside the block is raised as it ends; a process started inside
     never sees one."""
-    from bnn_zoo.experiments.runtime import hold_interrupts
+    from bnn_zoo.experiments.harness.runtime import hold_interrupts
 
     import multiprocessing
 
@@ -194,7 +194,7 @@ def test_a_ctrl_c_dropped_just_before_the_block_ends_is_raised_at_its_end():
     that raises it again, is raised as the block ends."""
     import gc
 
-    from bnn_zoo.experiments.runtime import keep_interrupts
+    from bnn_zoo.experiments.harness.runtime import keep_interrupts
 
     def callback(phase, info):
         if phase == "start":

@@ -194,26 +194,27 @@ def imports_of(path: Path, package: str) -> list[tuple[int, str]]:
     return found
 
 
-def module_name(path: Path) -> str:
-    rel = path.relative_to(INFERENCE).with_suffix("")
+def module_name(path: Path, top: Path = INFERENCE) -> str:
+    rel = path.relative_to(top).with_suffix("")
     parts = [p for p in rel.parts if p != "__init__"]
-    return ".".join(["bnn_zoo", "inference", *parts])
+    return ".".join(["bnn_zoo", top.name, *parts])
 
 
-def upward_in_wings(path: Path) -> list[str]:
-    """The imports of ``path`` (a module of inference/) that point up, or sideways into another unit of its floor."""
-    name = module_name(path)
+def upward_in_wings(path: Path, top: Path = INFERENCE, floors: dict[str, int] = FLOORS) -> list[str]:
+    """The imports of ``path`` (a module of inference/, or of ``top`` on ``floors``) that point up, or
+    sideways into another unit of its floor."""
+    name = module_name(path, top)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    unit = "__init__" if path == INFERENCE / "__init__.py" else unit_of(name)
+    unit = "__init__" if path == top / "__init__.py" else unit_of(name)
     bad = []
     for line, target in imports_of(path, package):
-        if not target.startswith("bnn_zoo.inference"):
+        if target.split(".")[:2] != ["bnn_zoo", top.name]:
             continue
         other = unit_of(target)
-        if other not in FLOORS:
+        if other not in floors:
             other = "__init__"  # a public name from the face: bnn_zoo.inference.fit and the like
-        if other != unit and FLOORS[other] >= FLOORS[unit]:
-            bad.append(f"line {line}: {target} ({other}, floor {FLOORS[other]}) from {unit} (floor {FLOORS[unit]})")
+        if other != unit and floors[other] >= floors[unit]:
+            bad.append(f"line {line}: {target} ({other}, floor {floors[other]}) from {unit} (floor {floors[unit]})")
     return bad
 
 
@@ -238,6 +239,61 @@ def test_the_floor_check_finds_an_upward_import_inside_a_function():
             "line 5: bnn_zoo.inference.advi.loop", "line 6: bnn_zoo.inference.fit"]
     finally:
         sample.unlink()
+
+
+# --- the command line: bnn_zoo.experiments' families over the harness, each a floor ----------------
+
+#: Each unit of ``bnn_zoo.experiments`` (a subpackage: the harness or a command family) and its floor,
+#: lowest first, on the rule of the engine's wings: a module imports from its own unit or a lower
+#: floor. The harness imports no family; a family imports the harness, and another family only
+#: where that family's floor is lower.
+EXPERIMENT_FLOORS = {
+    "harness": 0,  # the runner, a run's settings and records, the flags, worker processes, the store
+    "toy": 1, "mnist": 1, "regression": 1, "uci": 1,  # the families on the harness alone
+    "sweep": 2,  # on the toy family's model and evaluation
+    "alternatives": 2,  # its cases on the toy and regression families' models
+    "__init__": 3,  # the package: the map, and nothing else
+}
+EXPERIMENTS = ROOT / "experiments"
+
+
+def test_every_unit_of_the_experiments_has_a_floor():
+    units = {p.stem if p.parent == EXPERIMENTS else p.relative_to(EXPERIMENTS).parts[0]
+             for p in python_files(["experiments"])}
+    assert units == set(EXPERIMENT_FLOORS), "a new module or family of experiments/ needs its floor in " \
+                                            "EXPERIMENT_FLOORS (and its rows in docs/contributing.md)"
+
+
+@pytest.mark.parametrize("path", python_files(["experiments"]), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_experiments_imports_point_down_their_floors(path):
+    assert upward_in_wings(path, EXPERIMENTS, EXPERIMENT_FLOORS) == []
+
+
+def test_the_floor_check_finds_the_harness_importing_a_family_and_a_family_another_beside_it():
+    harness = EXPERIMENTS / "harness" / "_floor_sample.py"
+    harness.write_text("from bnn_zoo.experiments.harness import flags\n\n\ndef f():\n"
+                       "    from bnn_zoo.experiments.toy import priors\n")
+    family = EXPERIMENTS / "toy" / "_floor_sample.py"
+    family.write_text("from bnn_zoo.experiments.harness import runner\nfrom bnn_zoo.experiments.mnist import shared\n"
+                      "from bnn_zoo.experiments import sweep\n")
+    try:
+        found = upward_in_wings(harness, EXPERIMENTS, EXPERIMENT_FLOORS)
+        assert [b.split(" (")[0] for b in found] == ["line 5: bnn_zoo.experiments.toy.priors"]
+        found = upward_in_wings(family, EXPERIMENTS, EXPERIMENT_FLOORS)
+        assert [b.split(" (")[0] for b in found] == ["line 2: bnn_zoo.experiments.mnist.shared",
+                                                     "line 3: bnn_zoo.experiments.sweep"]
+    finally:
+        harness.unlink()
+        family.unlink()
+
+
+def test_every_package_folder_is_a_package_of_the_distribution():
+    import tomllib
+
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {str(p.parent.relative_to(ROOT)) for p in python_files(LIBRARY) if p.name == "__init__.py"}
+    assert folders == set(setup["package-dir"].values()), "pyproject.toml's package-dir misses a folder"
+    assert set(setup["packages"]) == set(setup["package-dir"]), "pyproject.toml's packages and package-dir differ"
 
 
 def import_graph() -> dict[str, set[str]]:

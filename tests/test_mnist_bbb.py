@@ -10,7 +10,7 @@ import xarray as xr
 
 from bnn_zoo.data import mnist as mnist_data
 from bnn_zoo.evaluation.pruning import FRACTIONS, cutoff, keep_mask, prune_table, pruning_masks
-from bnn_zoo.experiments import mnist_bbb
+from bnn_zoo.experiments.mnist import bbb as mnist_bbb
 from tests.conftest import command_env
 
 QUICK = ["--epochs", "2", "--batch-size", "50", "--draws", "3", "--no-progress"]
@@ -166,7 +166,7 @@ def test_a_run_killed_and_resumed_ends_where_an_uninterrupted_one_does(data_copy
     args = ["--data-dir", str(data_copy), "--epochs", "30", "--batch-size", "50", "--draws", "3",
             "--checkpoint-every", "10", "--no-progress", "--figures", str(tmp_path / "fig")]
     script = ("import sys; from bnn_zoo.data import mnist; mnist.CHECKSUMS.update(%r); "
-              "from bnn_zoo.experiments import mnist_bbb; sys.exit(mnist_bbb.main(sys.argv[1:]))"
+              "from bnn_zoo.experiments.mnist import bbb; sys.exit(bbb.main(sys.argv[1:]))"
               % tiny_checksums)
     killed = tmp_path / "killed"
     proc = subprocess.Popen([sys.executable, "-c", script, *args, "--out", str(killed)],

@@ -13,7 +13,7 @@ import optax
 
 import bnn_zoo
 from bnn_zoo.data import mnist as mnist_data
-from bnn_zoo.experiments import mnist_cnn
+from bnn_zoo.experiments.mnist import cnn as mnist_cnn
 from bnn_zoo.inference.compile.jaxmodel import Layout, compile_model
 from bnn_zoo.models.cnn import cnn_classifier
 

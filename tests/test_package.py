@@ -40,7 +40,7 @@ def test_a_folder_with_its_own_models_and_data_packages(tmp_path):
     (tmp_path / "models.py").write_text("MINE = True\n")
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "__init__.py").write_text("MINE = True\n")
-    check = ("import bnn_zoo, bnn_zoo.experiments.toy_priors, bnn_zoo.data.toy, models, data;"
+    check = ("import bnn_zoo, bnn_zoo.experiments.toy.priors, bnn_zoo.data.toy, models, data;"
              "assert models.MINE and data.MINE and not hasattr(data, 'toy');"
              "print(bnn_zoo.models.__name__, bnn_zoo.data.toy.__name__)")
     proc = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, capture_output=True,

@@ -9,7 +9,7 @@ import pytest
 import scipy.stats as st
 
 from bnn_zoo.data import regression
-from bnn_zoo.experiments import regression as experiment
+from bnn_zoo.experiments.regression import command as experiment
 import optax
 
 import bnn_zoo

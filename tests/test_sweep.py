@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from bnn_zoo.experiments import report, runner, sweep, sweep_fits, sweep_spec
-from bnn_zoo.experiments import toy_priors as toy
+from bnn_zoo.experiments.harness import runner
+from bnn_zoo.experiments.sweep import command as sweep, fits as sweep_fits, report, spec as sweep_spec
+from bnn_zoo.experiments.toy import priors as toy
 from tests.conftest import command_env
 
 SMALL = ["--steps", "300", "--n-test", "400", "--draws", "30", "--restarts", "2", "--no-progress"]

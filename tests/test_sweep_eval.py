@@ -11,8 +11,9 @@ import pytest
 import xarray as xr
 
 from bnn_zoo.evaluation.metrics import all_metrics, log_predictive
-from bnn_zoo.experiments import sweep, sweep_eval, sweep_fits, sweep_spec
-from bnn_zoo.experiments import toy_priors as toy
+from bnn_zoo.experiments.sweep import command as sweep, fits as sweep_fits, spec as sweep_spec
+from bnn_zoo.experiments.sweep import evaluation as sweep_eval
+from bnn_zoo.experiments.toy import priors as toy
 from bnn_zoo.inference.diagnostics import psis
 from bnn_zoo.inference.families import gaussians
 from bnn_zoo.inference.advi.batch import posterior_mean

@@ -29,7 +29,7 @@ def test_a_fit_sample_and_loo_leave_tmpdir_empty(tmp_path):
 LOCKS = """
 import os, sys, tempfile
 from pathlib import Path
-from bnn_zoo.experiments.resources import run_lock
+from bnn_zoo.experiments.harness.resources import run_lock
 folder = Path(tempfile.gettempdir()) / f"bnn-zoo-locks-{os.getuid()}"
 with run_lock(Path("a")):
     with run_lock(Path("b")):

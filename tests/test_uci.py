@@ -13,8 +13,8 @@ import pytest
 from scipy import stats
 
 from bnn_zoo.data import uci
-from bnn_zoo.experiments import uci as job
-from bnn_zoo.experiments import uci_fits, uci_table
+from bnn_zoo.experiments.uci import command as job
+from bnn_zoo.experiments.uci import fits as uci_fits, table as uci_table
 from tests.conftest import ROOT, command_env
 
 #: A copy of the benchmark's yacht folder (tests/data/uci/README.md).
@@ -293,7 +293,7 @@ def test_uci_without_a_data_folder_says_where_to_put_one(tmp_path):
 import sys
 from bnn_zoo.data import uci
 uci.MIRROR = "http://127.0.0.1:9/"
-from bnn_zoo.experiments.uci import main
+from bnn_zoo.experiments.uci.command import main
 sys.exit(main(["--datasets", "yacht", "--out", {str(tmp_path / 'out')!r}, "--workers", "1"]))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -365,7 +365,7 @@ def test_the_committed_records_read_back_as_a_store_resume_and_make_the_committe
     """benchmarks/results/uci/fits.csv's yacht rows, one record each: the job finds them all, fits
     none, and writes the committed table's yacht rows (RMSE and log-likelihood over 20 splits, or 5
     for full rank; coverage over the splits that carry it)."""
-    from bnn_zoo.experiments.store import Store
+    from bnn_zoo.experiments.harness.store import Store
 
     results = ROOT / "benchmarks" / "results" / "uci"
     committed = pd.read_csv(results / "fits.csv")

@@ -130,7 +130,7 @@ def toy(names, noises, seeds, steps=None) -> list[dict]:
     """The moons rows: one per noise, seed and candidate."""
     from bnn_zoo.data import toy as toy_data
     from bnn_zoo.evaluation.metrics import all_metrics
-    from bnn_zoo.experiments import toy_priors
+    from bnn_zoo.experiments.toy import priors as toy_priors
 
     rows = []
     for noise in noises:
@@ -261,9 +261,9 @@ def main(argv=None) -> int:
         rows = reference(names, models, seeds, args.steps)
         table = reference_table(rows)
     else:
-        from bnn_zoo.experiments import runtime
+        from bnn_zoo.experiments.harness import runtime
 
-        # as bnn-zoo moons sets it (toy_priors.experiment), before JAX's first computation
+        # as bnn-zoo moons sets it (toy.priors.experiment), before JAX's first computation
         if runtime.jaxlib_at_least(0, 10):
             runtime.add_xla_flag("--xla_cpu_experimental_ynn_fusion_type=")
         rows = toy(names, noises, seeds, args.steps)

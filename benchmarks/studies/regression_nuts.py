@@ -27,8 +27,8 @@ import pymc as pm
 
 import bnn_zoo
 from bnn_zoo.data import regression
-from bnn_zoo.experiments import runner
-from bnn_zoo.experiments.regression import ARCHITECTURE, DEFAULTS, EXPERIMENT, RegressionConfig, spread
+from bnn_zoo.experiments.harness import runner
+from bnn_zoo.experiments.regression.command import ARCHITECTURE, DEFAULTS, EXPERIMENT, RegressionConfig, spread
 
 
 def _summary(mu: np.ndarray, task) -> dict:

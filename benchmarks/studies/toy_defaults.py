@@ -54,7 +54,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bnn_zoo.experiments.store import Store
+from bnn_zoo.experiments.harness.store import Store
 from bnn_zoo.inference.support.io import atomic_write
 
 CASE = ["dataset", "noise", "seed", "pair"]

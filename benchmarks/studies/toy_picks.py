@@ -32,7 +32,8 @@ import numpy as np
 import optax
 import pandas as pd
 
-from bnn_zoo.experiments import sweep, sweep_fits, sweep_spec, toy_priors
+from bnn_zoo.experiments.sweep import command as sweep, fits as sweep_fits, spec as sweep_spec
+from bnn_zoo.experiments.toy import priors as toy_priors
 from bnn_zoo.inference.advi import optim
 from bnn_zoo.inference.advi.batch import pick_rows, pick_step
 from bnn_zoo.inference.support.io import atomic_write

@@ -24,8 +24,8 @@ import numpy as np
 
 import bnn_zoo
 from bnn_zoo.data import uci
-from bnn_zoo.experiments import runner
-from bnn_zoo.experiments import uci_fits as job
+from bnn_zoo.experiments.harness import runner
+from bnn_zoo.experiments.uci import fits as job
 from bnn_zoo.inference.support.io import write_json
 
 

@@ -7,7 +7,8 @@ second of each pair is warm), ms per step and test scores.
 """
 import warnings, time, bnn_zoo
 from bnn_zoo.data import uci
-from bnn_zoo.experiments import runner, uci_fits as job
+from bnn_zoo.experiments.harness import runner
+from bnn_zoo.experiments.uci import fits as job
 warnings.simplefilter("ignore")
 cfg = job.UCIConfig(uci="boston", split=0, approach="advi", **job.DEFAULTS)
 split = uci.load("boston", 0, None)

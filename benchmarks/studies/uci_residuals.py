@@ -18,8 +18,8 @@ import scipy.stats
 
 import bnn_zoo
 from bnn_zoo.data import uci
-from bnn_zoo.experiments import uci_fits as job
-from bnn_zoo.experiments.runner import make_optimizer
+from bnn_zoo.experiments.harness.runner import make_optimizer
+from bnn_zoo.experiments.uci import fits as job
 
 p = argparse.ArgumentParser()
 p.add_argument("--datasets", default="yacht,boston,naval,power")

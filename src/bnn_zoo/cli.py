@@ -22,7 +22,8 @@ class Command(NamedTuple):
     Parameters
     ----------
     module : str
-        The module of :mod:`bnn_zoo.experiments` whose ``main(argv, prog)`` runs it.
+        The module of :mod:`bnn_zoo.experiments` whose ``main(argv, prog)`` runs it, by its
+        path below the package (``family.module``, e.g. ``"toy.priors"``).
     summary : str
         What it does, as ``bnn-zoo --help`` lists it.
     """
@@ -34,21 +35,23 @@ class Command(NamedTuple):
 #: The experiments, command -> :class:`Command`. ``moons`` and ``circles`` run the toy
 #: experiment on that data set alone (``main(argv, prog, dataset)``).
 EXPERIMENTS = {
-    "moons": Command("toy_priors", "the toy prior study: a hierarchical BNN on the moons data, one prior pair "
+    "moons": Command("toy.priors", "the toy prior study: a hierarchical BNN on the moons data, one prior pair "
                                    "or all"),
-    "circles": Command("toy_priors", "the same on the circles data"),
-    "toy": Command("toy_priors", "the same on several data sets in one command (--datasets)"),
-    "regression": Command("regression", "1-D regression and its uncertainty away from the data, over KL weights"),
-    "mnist-cnn": Command("mnist_cnn", "Zharikov et al.'s Bayesian CNN on MNIST by minibatch ADVI"),
-    "mnist-bbb": Command("mnist_bbb", "Bayes by Backprop on MNIST MLPs, and pruning by signal-to-noise"),
-    "uci": Command("uci", "the UCI regression benchmark: nine data sets, six methods, one table (Dask)"),
+    "circles": Command("toy.priors", "the same on the circles data"),
+    "toy": Command("toy.priors", "the same on several data sets in one command (--datasets)"),
+    "regression": Command("regression.command", "1-D regression and its uncertainty away from the data, over KL "
+                                                "weights"),
+    "mnist-cnn": Command("mnist.cnn", "Zharikov et al.'s Bayesian CNN on MNIST by minibatch ADVI"),
+    "mnist-bbb": Command("mnist.bbb", "Bayes by Backprop on MNIST MLPs, and pruning by signal-to-noise"),
+    "uci": Command("uci.command", "the UCI regression benchmark: nine data sets, six methods, one table (Dask)"),
 }
 #: The tools, command -> :class:`Command`: the prior sweep, its report, and the comparison with
 #: other methods.
 TOOLS = {
-    "sweep": Command("sweep", "prior sweeps: many toy fits, vectorised and resumable, on Dask"),
-    "report": Command("report", "a sweep's paired comparisons, figures and verdict (bnn-zoo report SWEEP_DIR)"),
-    "alternatives": Command("alternatives", "ADVI against NUTS, SGLD, deep ensembles, SWAG and MC dropout"),
+    "sweep": Command("sweep.command", "prior sweeps: many toy fits, vectorised and resumable, on Dask"),
+    "report": Command("sweep.report", "a sweep's paired comparisons, figures and verdict (bnn-zoo report "
+                                      "SWEEP_DIR)"),
+    "alternatives": Command("alternatives.command", "ADVI against NUTS, SGLD, deep ensembles, SWAG and MC dropout"),
 }
 
 
@@ -109,7 +112,7 @@ def main(argv=None) -> int:
         return 2
     name, rest = argv[0], argv[1:]
     try:  # a Ctrl-C while the engine loads, or in a command without its own handler: one line
-        from bnn_zoo.experiments.runtime import hold_interrupts, keep_interrupts
+        from bnn_zoo.experiments.harness.runtime import hold_interrupts, keep_interrupts
 
         with hold_interrupts():
             import matplotlib

@@ -1,0 +1,220 @@
+"""What a command holds while it runs: a lock on its run folder, a Dask cluster, a progress bar, peak memory.
+
+- :func:`run_lock`: one command at a time into a run folder or store;
+- :func:`cluster` and :class:`progress`: a job's Dask client and its
+  progress bar (``bnn-zoo sweep`` and ``bnn-zoo uci``);
+- :func:`peak_rss_mb`: this process's peak memory.
+
+:mod:`~bnn_zoo.experiments.harness.runtime` starts the processes and holds the interrupts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import resource
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import psutil
+
+from bnn_zoo.experiments.harness.flags import UsageError
+from bnn_zoo.experiments.harness.runtime import hold_interrupts, worker_xla_flags, xla_flags
+
+__all__ = ["cluster", "peak_rss_mb", "progress", "run_lock"]
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path):
+    """Hold a lock on a run folder (or a store) while a command writes it: a second command
+    into the same folder, at the same time, is refused instead of overwriting this one's files.
+
+    The lock files live outside ``--out`` (in a folder of the system's
+    temporary folder, named by a hash of the folder's absolute path), so a
+    refused or failed run leaves nothing behind there; each is removed when
+    its run ends, and their folder with the last.
+
+    Parameters
+    ----------
+    run_dir : pathlib.Path
+        The folder to hold.
+
+    Raises
+    ------
+    UsageError
+        If another process holds it.
+    """
+    folder = Path(tempfile.gettempdir()) / f"bnn-zoo-locks-{os.getuid()}"
+    path = folder / f"{hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:24]}.lock"
+    while True:
+        folder.mkdir(exist_ok=True)
+        try:
+            handle = open(path, "a")
+        except FileNotFoundError:  # a run that ended removed the folder meanwhile: make it again
+            continue
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise UsageError(f"another run is writing {run_dir} right now") from None
+        try:  # the holder before us may have removed the file we opened: then lock the new one
+            if os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        handle.close()
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)  # removed while held, so no one locks a file that is gone
+        handle.close()
+        with contextlib.suppress(OSError):  # another run's lock is still in it
+            folder.rmdir()
+
+
+def cluster(args):
+    """A Dask client for a job's tasks, or ``None`` to run them in this process.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``scheduler`` (a running scheduler's address, or ``None``) and ``workers``
+        (the processes of a ``LocalCluster`` started here, with :func:`worker_xla_flags`; 1 and
+        no scheduler: none).
+
+    Returns
+    -------
+    tuple of (dask.distributed.Client or None, callable)
+        The client, and the function that closes it and its cluster.
+    """
+    if args.scheduler is None and args.workers == 1:
+        return None, lambda: None
+    from dask.distributed import Client, LocalCluster
+
+    if args.scheduler is not None:
+        client = Client(args.scheduler)
+        return client, client.close
+    import logging
+
+    import dask
+
+    # Shutting workers down that hold JAX's threads takes a few seconds: not worth a warning.
+    logging.getLogger("distributed.nanny").setLevel(logging.ERROR)
+    scratch = tempfile.mkdtemp(prefix="bnn-zoo-dask-")  # the workers' folder, removed with them
+    client = cluster = None
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+
+    def close():
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+        _kill_new_descendants(before)  # a worker still inside a compiled loop: not left behind
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    try:
+        with xla_flags(worker_xla_flags()), dask.config.set({"temporary-directory": scratch}):
+            with hold_interrupts(spawn=True):  # a Ctrl-C meanwhile is raised at its end: closed below
+                cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0", local_directory=scratch)  # any free port
+        client = Client(cluster)
+        client.run(_quiet_worker_close)
+    except BaseException:
+        close()
+        raise
+    return client, close
+
+
+def _kill_new_descendants(before: set) -> None:
+    """Kill the processes below this one that ``before`` (their ids before the cluster started) does not hold,
+    and reap them: a worker that Dask let go of while it was still inside a compiled loop is one of them."""
+    new = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    for process in new:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(new, timeout=5)
+
+
+def _quiet_worker_close() -> None:
+    # A worker closed while it runs a task (after Ctrl-C) warns of each task it drops; the
+    # interrupt's own line says it all. The logger warns of nothing else.
+    import logging
+
+    logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
+
+
+class progress:
+    """Fits done / total with the estimated time left, on stderr: a context manager that gives
+    the function advancing it by a number of fits.
+
+    Parameters
+    ----------
+    total : int
+        The fits to make.
+    show : bool
+        Show the bar (``False``: the function does nothing visible).
+    """
+
+    def __init__(self, total: int, show: bool):
+        self.total, self.show = total, show
+
+    def __enter__(self):
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                   TimeRemainingColumn)
+        from rich.console import Console
+
+        self.bar = Progress(TextColumn("fits"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            TextColumn("left"), TimeRemainingColumn(), console=Console(stderr=True),
+                            disable=not self.show)
+        self.bar.start()
+        self.task = self.bar.add_task("sweep", total=self.total)
+        return lambda n: self.bar.advance(self.task, n)
+
+    def __exit__(self, *exc):
+        self.bar.stop()
+
+
+# --- memory --------------------------------------------------------------------
+
+
+_peak_seen = 0.0  # MB: the largest reading so far in this process
+
+
+def peak_rss_mb() -> float:
+    """This process's own peak resident memory so far, in MB (never less than an earlier reading).
+
+    Returns
+    -------
+    float
+        The peak, in MB.
+
+    Notes
+    -----
+    On Linux, ``VmHWM`` of ``/proc/self/status``. Not ``ru_maxrss``: Linux
+    carries a process's peak across fork and exec into its children, so a
+    spawned worker's ``ru_maxrss`` is at least its parent's peak. ``VmHWM``
+    itself can read a few kB lower than before (the kernel updates its
+    high-water mark when memory is unmapped, not when pages are released in
+    place), so the reading is the largest seen.
+    """
+    global _peak_seen
+    _peak_seen = max(_peak_seen, _read_peak_rss_mb())
+    return _peak_seen
+
+
+def _read_peak_rss_mb() -> float:
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB elsewhere

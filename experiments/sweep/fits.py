@@ -1,0 +1,408 @@
+"""A prior sweep's tasks: fits of one structure as one vmapped program, and their records.
+
+:func:`fit_task` fits a task of ``bnn-zoo sweep`` (a list of toy
+configurations of one :func:`~bnn_zoo.experiments.sweep.spec.structure`)
+together in a :class:`Batch`, and scores every fit's q as ``bnn-zoo moons``
+would in one device program (:func:`~bnn_zoo.experiments.sweep.evaluation.score`);
+the host makes the programs' noise and writes the records. :func:`kfold_task` refits each on K folds
+of its training data, :func:`kfold_elpd` turns a record's folds into
+ArviZ's ELPD, and :func:`bayes_task` is a data set's Bayes-optimal
+reference. They run on a Dask worker or in this process, and write nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+
+import jax
+import numpy as np
+
+from bnn_zoo.experiments.harness.runner import make_optimizer
+from bnn_zoo.experiments.sweep import evaluation
+from bnn_zoo.experiments.sweep.spec import KEY_FIELDS, fit_key
+from bnn_zoo.experiments.toy import priors as toy
+from bnn_zoo.inference.posterior import restarts
+
+__all__ = ["Batch", "bayes_task", "evaluate", "fit_task", "folds", "kfold_elpd", "kfold_task", "scores"]
+
+
+class Batch:
+    """Fits of one structure (each with its restarts) run as one vmapped program.
+
+    ``trains[i]`` is fit ``i``'s training data ``(X, y)``; the model is
+    built on the first. :meth:`candidates` are the rows of :attr:`out` fit
+    ``i`` picks its q from (its restarts, when they were not picked early),
+    and :meth:`qs` their q's, stacked for a device program.
+
+    Parameters
+    ----------
+    cfgs : list of ToyConfig
+        Fits of one :func:`~bnn_zoo.experiments.sweep.spec.structure`; the
+        first's settings are the fit's.
+    trains : list of tuple of numpy.ndarray
+        Each fit's training data ``(X, y)``.
+    optimizer : optional
+        Replaces the configs' own
+        (:func:`~bnn_zoo.experiments.harness.runner.make_optimizer`), for benchmarks
+        of other schedules.
+
+    Attributes
+    ----------
+    model : pymc.Model
+        The model, built on the first fit's data.
+    layout, density, family
+        Its layout, compiled density and q's family.
+    trains : list of list of numpy.ndarray
+        Each fit's training data as the model's data containers.
+    out
+        The stacked fits (:func:`bnn_zoo.inference.advi.batch.run_stacked`'s
+        result), one row per fit and restart.
+    """
+
+    def __init__(self, cfgs: list[toy.ToyConfig], trains: list[tuple[np.ndarray, np.ndarray]],
+                 optimizer=None):
+        import bnn_zoo
+        from bnn_zoo.data.toy import Split
+        from bnn_zoo.inference import families, methods
+        from bnn_zoo.inference.advi.batch import run_stacked
+        from bnn_zoo.inference.advi.starts import initial_mean
+        from bnn_zoo.inference.compile.jaxmodel import Layout, compile_model
+
+        cfg0 = cfgs[0]
+        self.cfgs, self.R = cfgs, cfg0.restarts
+        X, y = trains[0]
+        with bnn_zoo.precision(cfg0.float32):
+            self.model = toy.model(cfg0, Split(X, y, X[:1], y[:1]))
+        point = self.model.initial_point()
+        self.layout = Layout.of(self.model, point)
+        self.density = compile_model(self.model, self.layout)
+        self.dtypes = {v.name: np.asarray(v.get_value()).dtype for v in self.model.data_vars}
+        self.trains = [self.data(X, y) for X, y in trains]
+        seeds = [c.fit_seed + k for c in cfgs for k in range(self.R)]
+        stacked = [np.stack([train[j] for train in self.trains for _ in range(self.R)])
+                   for j in range(len(self.dtypes))]
+        early = cfg0.early_pick(cfg0.steps) > 0  # else every restart is a fit of its own, picked below
+        self.out = run_stacked(self.model, self.density, np.stack([initial_mean(self.layout, point, s) for s in seeds]),
+                               stacked, seeds, method=methods.spec(cfg0.method, cfg0.init_std),
+                               steps=cfg0.steps, optimizer=optimizer or make_optimizer(cfg0, cfg0.lr, cfg0.steps),
+                               objective=bnn_zoo.ELBO(beta=cfg0.beta, mc_samples=cfg0.mc_samples,
+                                                      path_derivative=cfg0.path_derivative, estimator=cfg0.estimator),
+                               average=cfg0.average, restarts=self.R if early else 1,
+                               pick_at=cfg0.pick_at if early else 0.0)
+        self.family = families.get(self.out.config["method"])  # the family that ran
+
+    def data(self, X, y) -> list[np.ndarray]:
+        """``X`` and ``y`` as the model's data containers, in their order and dtypes."""
+        return [np.asarray({"X": X, "y": y}[name], dtype) for name, dtype in self.dtypes.items()]
+
+    def params(self, row: int) -> dict:
+        """q's parameters of one row (a fit's restart) of :attr:`out`."""
+        return {k: v[row] for k, v in self.out.params.items()}
+
+    @property
+    def late_pick(self) -> bool:
+        """Whether each fit's restarts all ran to the end, to be picked by q's ELBO."""
+        return self.out.picked is None and self.R > 1
+
+    def candidates(self, i: int) -> list[int]:
+        """The rows of :attr:`out` fit ``i`` picks from: its restarts with :attr:`late_pick`, else its row."""
+        return list(range(i * self.R, (i + 1) * self.R)) if self.late_pick else [i]
+
+    def qs(self, rows: list[list[int]]) -> tuple:
+        """``(mean, factor)`` of the rows, stacked ``(len(rows), len(rows[0]), ...)``."""
+        qs = [[self.family.mean_and_factor(self.params(r)) for r in group] for group in rows]
+        return jax.tree_util.tree_map(lambda *a: np.stack(a), *[jax.tree_util.tree_map(
+            lambda *b: np.stack(b), *group) for group in qs])
+
+
+def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0) -> list[dict]:
+    """Fit ``cfgs`` (one structure) together; one record each (and its DataTree with ``keep_draws``).
+
+    With ``kfold`` K, also refit each on K folds of its training data
+    (:func:`kfold_task`). Runs on a Dask worker or in this process, and
+    writes nothing. The Bayes-optimal classifier's metrics and the gaps to
+    them are not in the records:
+    :func:`~bnn_zoo.experiments.sweep.command.run_sweep` adds them.
+
+    Parameters
+    ----------
+    cfgs : list of ToyConfig
+        Fits of one :func:`~bnn_zoo.experiments.sweep.spec.structure` (a task of
+        :func:`~bnn_zoo.experiments.sweep.spec.tasks`).
+    keep_draws : bool, default False
+        Also make each fit's posterior draws, as :func:`bnn_zoo.sample`
+        makes them.
+    kfold : int, default 0
+        The K of K-fold cross-validation of each fit; 0: none.
+
+    Returns
+    -------
+    list of dict
+        Per fit, in the order of ``cfgs``: ``"record"``, its row of the
+        store (:func:`~bnn_zoo.experiments.sweep.spec.fit_key`'s ``key``,
+        the settings, the convergence test, the test metrics, PSIS-LOO,
+        q's ELBO, the restarts' ELBOs and the timings; with ``kfold``, ``elpd_kfold`` and its SE and
+        pointwise values), and ``"draws"``, the fit's ArviZ DataTree or
+        ``None``.
+    """
+    from bnn_zoo.inference.diagnostics.convergence import convergence
+
+    t0 = time.perf_counter()
+    splits = [toy.data(c) for c in cfgs]
+    batch = Batch(cfgs, [(s.X_train, s.y_train) for s in splits])
+    rows = [batch.candidates(i) for i in range(len(cfgs))]
+    timing = evaluation.Timing()
+    out = evaluation.score(batch.density, batch.model.observed_RVs[0].name, batch.qs(rows),
+                           _stack(batch.trains), _stack([batch.data(s.X_test, s.y_test) for s in splits]),
+                           np.stack([s.y_test for s in splits]), [c.seed for c in cfgs], cfgs[0].draws,
+                           batch.late_pick, timing)
+    records = []
+    for i, cfg in enumerate(cfgs):
+        k = int(out["picked"][i])
+        chosen = rows[i][k]
+        if batch.out.picked is not None:  # picked early, by the ELBO trace
+            elbos, picked = batch.out.pick_scores[i].tolist(), int(batch.out.picked[i])
+        else:
+            elbos, picked = (out["elbos"][i].tolist(), k) if batch.late_pick else (None, None)
+        tail = max(1, min(1000, cfg.steps // 10))
+        record = {
+            "key": fit_key(cfg, kfold), **_settings(cfg), "method": batch.family.name, "n_params": batch.layout.dim,
+            **convergence(batch.out.elbo[chosen]).record(), **scores({k: v[i] for k, v in out.items()}),
+            "elbo_final": float(np.mean(batch.out.elbo[chosen][-tail:])),
+            "elbo_restarts": elbos, "picked_restart": picked,
+            "fit_seconds": batch.out.seconds / len(cfgs),
+            "fit_compile_seconds": batch.out.compile_seconds / len(cfgs),
+            "evaluate_seconds": timing.run / len(cfgs), "evaluate_compile_seconds": timing.compile / len(cfgs),
+            "batched_with": len(cfgs) * batch.R,
+        }
+        draws = _datatree(cfg, splits[i], batch, chosen) if keep_draws else None
+        records.append({"record": record, "draws": draws})
+    if kfold:
+        for r, fold in zip(records, kfold_task(cfgs, splits, kfold)):
+            r["record"].update(fold)
+    for r in records:
+        r["record"]["task_seconds"] = (time.perf_counter() - t0) / len(cfgs)
+    return records
+
+
+def _stack(datas: list[list[np.ndarray]]) -> tuple[np.ndarray, ...]:
+    """Each data container's arrays of every fit, stacked on a leading axis."""
+    return tuple(np.stack(parts) for parts in zip(*datas))
+
+
+def folds(n: int, k: int, seed: int) -> list[np.ndarray]:
+    """The held-out rows of each of ``k`` folds of ``n`` rows (a permutation seeded by ``seed``).
+
+    Parameters
+    ----------
+    n : int
+        The rows of the training set.
+    k : int
+        The folds; each is ``n // k`` or ``n // k + 1`` rows.
+    seed : int
+        The data's seed; the permutation's is ``[seed, 17]``.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        Each fold's row indices; together a permutation of ``range(n)``.
+    """
+    return np.array_split(np.random.default_rng([seed, 17]).permutation(n), k)
+
+
+def kfold_task(cfgs: list[toy.ToyConfig], splits: list, k: int) -> list[dict]:
+    """K-fold cross-validation of each fit: the fit's settings refitted (vectorised) on ``k``
+    training sets of ``n - n / k`` rows, each scored on its held-out rows by the log posterior
+    predictive density ``log mean_s p(y_i | z_s)`` of ``draws`` draws of its q. Returns per
+    fit ``elpd_kfold``, its SE (``sqrt(n) sd(elpd_i)``, as LOO's) and the pointwise values.
+
+    All ``len(cfgs) * k`` refits run as one vmapped program, and are scored
+    by one device program (:func:`~bnn_zoo.experiments.sweep.evaluation.fold_scores`).
+
+    Parameters
+    ----------
+    cfgs : list of ToyConfig
+        Fits of one :func:`~bnn_zoo.experiments.sweep.spec.structure`.
+    splits : list of bnn_zoo.data.toy.Split
+        Each fit's data; the folds cut its training set.
+    k : int
+        The folds (:func:`folds`, seeded by each fit's ``seed``).
+
+    Returns
+    -------
+    list of dict
+        Per fit: ``kfold`` (``k``), ``elpd_kfold``, ``elpd_kfold_se`` and
+        ``elpd_kfold_i`` (a list of each training point's value).
+    """
+    parts = [folds(cfg.n_train, k, cfg.seed) for cfg in cfgs]
+    cases = [(i, held) for i, part in enumerate(parts) for held in part]  # one fit per fold
+    keep = [np.setdiff1d(np.arange(cfgs[i].n_train), held) for i, held in cases]
+    batch = Batch([cfgs[i] for i, _ in cases],
+                  [(splits[i].X_train[rows], splits[i].y_train[rows]) for (i, _), rows in zip(cases, keep)])
+    lppd = evaluation.fold_scores(  # the folds are of equal size: k divides n_train (sweep.check)
+        batch.density, batch.qs([batch.candidates(j) for j in range(len(cases))]), _stack(batch.trains),
+        _stack([batch.data(splits[i].X_train[held], splits[i].y_train[held]) for i, held in cases]),
+        np.stack([splits[i].y_train[held] for i, held in cases]),
+        [cfgs[i].seed for i, _ in cases], cfgs[0].draws, batch.late_pick)
+    elpd = [np.empty(cfg.n_train) for cfg in cfgs]
+    for j, (i, held) in enumerate(cases):
+        elpd[i][held] = lppd[j]
+    return [{"kfold": k, "elpd_kfold": float(e.sum()), "elpd_kfold_se": _se(e), "elpd_kfold_i": e.tolist()}
+            for e in elpd]
+
+
+def kfold_elpd(record):
+    """A record's K-fold cross-validation as ArviZ's ``ELPDDataLOOKFold`` (what
+    ``arviz_stats.loo_kfold`` returns), which ``az.compare`` accepts.
+
+    Parameters
+    ----------
+    record : dict or pandas.Series
+        A fit's record of a sweep run with ``--kfold``: its ``elpd_kfold_i``
+        (a list, or the JSON text the store keeps), ``draws`` and ``kfold``.
+
+    Returns
+    -------
+    arviz_stats.utils.ELPDDataLOOKFold
+        The ELPD, its SE and the pointwise values (``p`` is NaN: K-fold
+        cross-validation does not estimate it).
+    """
+    import xarray as xr
+    from arviz_stats.utils import ELPDDataLOOKFold
+
+    values = record["elpd_kfold_i"]
+    elpd_i = np.asarray(json.loads(values) if isinstance(values, str) else values, dtype="float64")
+    return ELPDDataLOOKFold(elpd=float(elpd_i.sum()), se=_se(elpd_i),
+                            p=np.nan, n_samples=int(record["draws"]), n_data_points=len(elpd_i), scale="log",
+                            warning=False, good_k=None, elpd_i=xr.DataArray(elpd_i, dims=["obs"]),
+                            n_folds=int(record["kfold"]))
+
+
+def _settings(cfg: toy.ToyConfig) -> dict:
+    return {k: ",".join(map(str, v)) if isinstance(v, tuple) else v
+            for k, v in dataclasses.asdict(cfg).items() if k in KEY_FIELDS}
+
+
+def _se(pointwise: np.ndarray) -> float:
+    """The SE of a sum of pointwise ELPD values, ``sqrt(n) sd``, as ArviZ's for LOO."""
+    return float(np.sqrt(len(pointwise)) * np.std(pointwise, ddof=1))
+
+
+def scores(out: dict) -> dict:
+    """A fit's record fields from its row of :func:`~bnn_zoo.experiments.sweep.evaluation.score`'s arrays.
+
+    Parameters
+    ----------
+    out : dict of str to numpy.ndarray
+        The fit's arrays (one row of each).
+
+    Returns
+    -------
+    dict
+        The test metrics (:func:`bnn_zoo.evaluation.metrics.scores`),
+        ``elpd_test`` and its SE (``None`` where a test point's predictive
+        density is not finite), PSIS-LOO's ``elpd_loo``, ``elpd_loo_se``,
+        ``p_loo``, ``pareto_k_max`` and ``pareto_k_bad_share`` (``None``
+        where q's draws are not finite), and q's ELBO ``elbo_q`` and its SE.
+
+    Raises
+    ------
+    ValueError
+        Where an observation's importance ratios have a tail of one value,
+        as ArviZ's PSIS.
+    """
+    from arviz_stats.base import array_stats
+
+    finite = bool(np.isfinite(out["log_p"]).all() and np.isfinite(out["log_q"]).all())
+    loo = {}
+    if finite:
+        if out["flat"]:
+            raise ValueError("All tail values are the same")
+        elpd, se, p_loo, _ = array_stats.loo_summary(out["elpd_i"], out["p_loo_i"])
+        k = out["pareto_k"]
+        loo = {"elpd_loo": float(elpd), "elpd_loo_se": float(se), "p_loo": float(p_loo),
+               "pareto_k_max": float(np.max(k)), "pareto_k_bad_share": float(np.mean(k > 0.7))}
+    lppd = out["lppd_i"]
+    predicted = bool(np.isfinite(lppd).all())  # else q's draws gave NaN probabilities: no metrics
+    test = {name: float(out[name]) for name in ("accuracy", "nll", "brier", "ece")}
+    test.update(elpd_test=float(lppd.sum()), elpd_test_se=_se(lppd))
+    return {
+        **{name: value if predicted else None for name, value in test.items()},
+        **{k: loo.get(k) for k in ("elpd_loo", "elpd_loo_se", "p_loo", "pareto_k_max", "pareto_k_bad_share")},
+        **dict(zip(("elbo_q", "elbo_q_se"), (None if np.isnan(v) else v for v in
+                                             restarts.draws_elbo(out["log_p"], out["log_q"])))),
+    }
+
+
+def evaluate(density, q, train, test, y_test, cfg, observed: str) -> dict:
+    """The toy experiment's metrics of one q, with :func:`bnn_zoo.sample`'s draws (seed ``cfg.seed``).
+
+    :func:`~bnn_zoo.experiments.sweep.evaluation.score` for one fit, and
+    :func:`scores` of it.
+
+    Parameters
+    ----------
+    density : bnn_zoo.inference.compile.jaxmodel.ModelFunction
+        The compiled model (a :class:`Batch`'s ``density``).
+    q : tuple of numpy.ndarray
+        q's mean and factor.
+    train : list of numpy.ndarray
+        The training data, as the model's data containers (for PSIS-LOO).
+    test : list of numpy.ndarray
+        The test inputs, as the model's data containers.
+    y_test : numpy.ndarray
+        The test labels.
+    cfg : ToyConfig
+        The fit's settings (``draws`` and ``seed``).
+    observed : str
+        The name of the model's observed variable.
+
+    Returns
+    -------
+    dict
+        :func:`scores`.
+    """
+    one = jax.tree_util.tree_map(lambda a: np.asarray(a)[None, None], q)
+    out = evaluation.score(density, observed, one, _stack([train]), _stack([test]), np.asarray(y_test)[None],
+                           [cfg.seed], cfg.draws, False)
+    return scores({k: v[0] for k, v in out.items()})
+
+
+def _datatree(cfg, split, batch: Batch, row: int):
+    """The chosen fit's posterior draws as :func:`bnn_zoo.sample` writes them (the runner's idata)."""
+    import bnn_zoo
+    from bnn_zoo.inference.posterior.result import FitResult
+
+    with bnn_zoo.precision(cfg.float32):
+        model = toy.model(cfg, split)
+    result = FitResult(model=model, family=batch.family, layout=batch.layout, params=batch.params(row),
+                       elbo=batch.out.elbo[row], config=dict(batch.out.config, seed=cfg.seed), seconds=0.0,
+                       compile_seconds=0.0, density=batch.density)
+    return bnn_zoo.sample(result, cfg.draws, random_seed=cfg.seed, var_names=())
+
+
+def bayes_task(split_settings: dict) -> dict:
+    """The Bayes-optimal classifier's accuracy, NLL and ELPD on one data set's test points.
+
+    Parameters
+    ----------
+    split_settings : dict
+        The data set's settings, by
+        :data:`~bnn_zoo.experiments.sweep.spec.SPLIT_FIELDS` (what
+        :func:`~bnn_zoo.experiments.sweep.spec.split_settings` returns).
+
+    Returns
+    -------
+    dict
+        ``bayes_accuracy``, ``bayes_nll`` (per test point) and
+        ``bayes_elpd_test`` (summed over the test points).
+    """
+    from bnn_zoo.data import toy as toy_data
+
+    s = split_settings
+    split = toy_data.load(s["dataset"], n_train=s["n_train"], n_test=s["n_test"], noise=s["noise"],
+                          seed=s["seed"])
+    metrics = toy_data.bayes_metrics(s["dataset"], split.X_test, split.y_test, s["noise"])
+    return {**metrics, "bayes_elpd_test": -metrics["bayes_nll"] * len(split.y_test)}

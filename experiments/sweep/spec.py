@@ -1,0 +1,163 @@
+"""A prior sweep's fits: every combination its flags ask for, their keys and their tasks.
+
+:func:`specs` turns ``bnn-zoo sweep``'s flags into the toy configurations of
+its fits, :func:`fit_key` names each fit's record by a hash of its settings
+(:data:`KEY_FIELDS`), and :func:`tasks` groups fits of one
+:func:`structure` into the tasks that run as one vmapped program each
+(:mod:`~bnn_zoo.experiments.sweep.fits`); :func:`split_settings` are what
+make a fit's data set (:data:`SPLIT_FIELDS`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+
+import numpy as np
+
+from bnn_zoo.experiments.harness.fit_flags import build_parser
+from bnn_zoo.experiments.toy import priors as toy
+
+__all__ = ["KEY_FIELDS", "SPLIT_FIELDS", "fit_key", "specs", "split_settings", "structure", "tasks"]
+
+
+#: The toy config's fields that change what a fit fits or measures: :func:`fit_key` hashes them to
+#: name the fit's record, and all but the data's (data set, noise, seeds) make its :func:`structure`.
+KEY_FIELDS = ("dataset", "noise", "seed", "init_seed", "prior", "hyperprior", "n_train", "n_test", "hidden", "method",
+              "steps", "optimizer", "lr", "lr_schedule", "lr_final", "init_std", "mc_samples", "beta",
+              "average", "restarts", "pick", "pick_at", "draws", "float32")
+#: The toy config's fields that make a data set (:func:`split_settings`): fits that share them
+#: share one Bayes-optimal reference (:func:`~bnn_zoo.experiments.sweep.fits.bayes_task`).
+SPLIT_FIELDS = ("dataset", "noise", "seed", "n_train", "n_test")  # what makes a data set
+
+
+def fit_key(cfg: toy.ToyConfig, kfold: int = 0) -> str:
+    """The hash naming a fit's record: of every setting that changes what is fitted or measured
+    (and of ``--kfold``, when given: such a record holds more).
+
+    The settings are the config's :data:`KEY_FIELDS`, and the hyperprior's
+    parameters where the toy experiment sets its own
+    (:func:`~bnn_zoo.experiments.toy.priors.hyperprior_params`).
+
+    Parameters
+    ----------
+    cfg : ToyConfig
+        The fit's settings (:class:`bnn_zoo.experiments.toy.priors.ToyConfig`).
+    kfold : int, default 0
+        The K of the record's K-fold cross-validation; 0: none.
+
+    Returns
+    -------
+    str
+        The SHA-256 of the settings as JSON, its first 20 hex digits.
+    """
+    settings = {k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(cfg).items() if k in KEY_FIELDS}
+    params = toy.hyperprior_params(cfg.hyperprior)
+    if params:  # only there: the other pairs' keys do not depend on it
+        settings["hyperprior_params"] = params
+    if kfold:
+        settings["kfold"] = kfold
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def structure(cfg: toy.ToyConfig) -> tuple:
+    """Fits with the same structure run in one vmapped program: all settings but the data's.
+
+    Parameters
+    ----------
+    cfg : ToyConfig
+        The fit's settings.
+
+    Returns
+    -------
+    tuple
+        The values of :data:`KEY_FIELDS` but the data set, noise, seed and
+        ``init_seed``, in that order.
+    """
+    return tuple(getattr(cfg, k) for k in KEY_FIELDS if k not in ("dataset", "noise", "seed", "init_seed"))
+
+
+def split_settings(cfg) -> dict:
+    """The settings that make a fit's data set.
+
+    Parameters
+    ----------
+    cfg : ToyConfig
+        The fit's settings.
+
+    Returns
+    -------
+    dict
+        Its :data:`SPLIT_FIELDS`, by name.
+    """
+    return {k: getattr(cfg, k) for k in SPLIT_FIELDS}
+
+
+def specs(args) -> list[toy.ToyConfig]:
+    """Every fit of the sweep, in a stable order.
+
+    Each is the toy experiment's configuration at its defaults (as
+    ``bnn-zoo moons`` with no flags), with the sweep's flags: every
+    combination of data set, noise, seed, prior pair and the listed fit
+    settings.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The sweep's parsed flags (:func:`bnn_zoo.experiments.sweep.command.build_parser`).
+
+    Returns
+    -------
+    list of ToyConfig
+        One configuration per fit.
+    """
+    exp = toy.experiment("moons")
+    base = toy.configs(build_parser(exp, "bnn-zoo moons").parse_args([]), "moons")[0]
+    base = dataclasses.replace(base, n_test=args.n_test, draws=args.draws, hidden=args.hidden,
+                               progress=False, uncertainty_map=False, grid=False, keep_draws=args.keep_draws,
+                               float32=args.float32)
+    pairs = (list(itertools.product(toy.GRID_PRIORS, sorted(toy.HYPERPRIORS))) if args.all_priors
+             else list(itertools.product(args.priors, args.hyperpriors)))
+    out = []
+    for (dataset, noise, seed, (prior, hyper), steps, lr, n_train, restarts, pick_at, init_std) in (
+            itertools.product(args.datasets, args.noise, range(args.seeds), pairs, args.steps, args.lr,
+                              args.n_train, args.restarts, args.pick_at, args.init_std)):
+        out.append(dataclasses.replace(base, dataset=dataset, noise=noise, seed=seed, prior=prior,
+                                       hyperprior=hyper, steps=steps, lr=lr, n_train=n_train,
+                                       restarts=restarts, pick_at=pick_at if restarts > 1 else 0.0,
+                                       init_std=init_std,
+                                       init_seed=seed + args.init_offset if args.init_offset else None))
+    return out
+
+
+def tasks(cfgs: list[toy.ToyConfig], per_task: int) -> list[list[toy.ToyConfig]]:
+    """Fits grouped by structure, at most ``per_task`` (times their restarts' share) a task.
+
+    A group of one :func:`structure` is cut into as few tasks of even sizes
+    as allow at most ``per_task // restarts`` fits each (at least one).
+
+    Parameters
+    ----------
+    cfgs : list of ToyConfig
+        The fits.
+    per_task : int
+        The most fits a task vmaps, restarts counted (``--fits-per-task``).
+
+    Returns
+    -------
+    list of list of ToyConfig
+        The tasks, each of one structure, in the order of ``cfgs``' first
+        appearances.
+    """
+    groups: dict[tuple, list] = {}
+    for cfg in cfgs:
+        groups.setdefault(structure(cfg), []).append(cfg)
+    out = []
+    for group in groups.values():
+        size = max(1, per_task // group[0].restarts)
+        n = -(-len(group) // size)  # as few tasks as that allows, of even sizes
+        out += [list(part) for part in np.array_split(np.array(group, dtype=object), n)]
+    return out
