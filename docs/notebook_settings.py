@@ -1,7 +1,8 @@
 """How the gallery's notebooks run: read by ``conf.py`` (myst-nb) and ``run_notebooks.py`` alike.
 
 Every gallery notebook runs in the build; an error in one fails it. ``cache`` re-runs a notebook
-only when its code changed (``_build/.jupyter_cache``); ``BNN_ZOO_DOCS_EXECUTE=off`` skips running.
+only when its code changed (``_build/.jupyter_cache``); ``BNN_ZOO_DOCS_EXECUTE=off`` skips running. The notebooks keep JAX's compiled programs where
+the commands keep them (bnn-zoo's user cache), so a build reads back what an earlier one compiled.
 """
 
 import os
@@ -19,3 +20,10 @@ MYST_EXTENSIONS = ["colon_fence", "dollarmath", "deflist"]
 _shared_mnist = HERE.parent.parent / "shared" / "data" / "mnist"
 if "MNIST_DIR" not in os.environ and _shared_mnist.is_dir():
     os.environ["MNIST_DIR"] = str(_shared_mnist)
+
+# The kernels inherit these: every compiled program kept, in the folder `bnn-zoo` commands use.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    from bnn_zoo.cache import user_cache
+
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = str(user_cache() / "jax")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")

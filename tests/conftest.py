@@ -9,18 +9,29 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("MPLBACKEND", "Agg")
-# JAX's compilation cache (the experiments turn it on) in a folder of this test session only,
-# made by the first process (xdist's workers inherit it) and removed when that process ends.
+# JAX's compiled programs, every one of them, in the folder the commands keep them in (bnn-zoo's
+# user cache, `runtime.use_compilation_cache`), for the test processes, their workers and the
+# commands they run alike: a program compiled once is read back by every later test and run. A
+# program is stored under a key of its code, JAX's version and the flags, so a cached program
+# is the program a compilation would make. BNN_ZOO_TEST_JAX_CACHE=off keeps them in a folder of
+# this session only, removed when it ends (a run that compiles everything, as a new machine does).
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="bnn-zoo-jax-")
-    atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+    if os.environ.get("BNN_ZOO_TEST_JAX_CACHE", "on") == "off":
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="bnn-zoo-jax-")
+        atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+    else:
+        from bnn_zoo.cache import user_cache
+
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = str(user_cache() / "jax")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 
 def command_env(**extra) -> dict:
     """The environment of a command a test runs as a user would: the installed package, no display."""
     return {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "MPLBACKEND": "Agg",
             "HOME": os.environ.get("HOME", "/tmp"),
-            "JAX_COMPILATION_CACHE_DIR": os.environ["JAX_COMPILATION_CACHE_DIR"], **extra}
+            **{k: os.environ[k] for k in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS")},
+            **extra}
 
 
 # --- MNIST fixture: the first 600 training / 200 test examples (tests/data/make_mnist_tiny.py)
