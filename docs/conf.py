@@ -110,6 +110,20 @@ SUBPACKAGES = {
 }
 
 
+#: The engine's API beyond its face: the modules of its wings a user calls (the functional core,
+#: the comparison methods, q's ELBO for any fit), each with the names it documents (None: its
+#: ``__all__``). The face, ``bnn_zoo.inference``, is what ``bnn_zoo`` re-exports. Every other
+#: module of ``inference/`` is the engine's inside, as optax's ``_src`` is: shared between its
+#: modules, not called by users, documented as code (its docstring on the internals page, its
+#: names in the source) and free to change.
+ENGINE_API = {
+    "bnn_zoo.inference.advi.core": None,
+    "bnn_zoo.inference.alternatives.baselines": None,
+    "bnn_zoo.inference.alternatives.dropout": None,
+    "bnn_zoo.inference.posterior.restarts": ["fit_elbo"],
+}
+
+
 def public_modules(package: str) -> list:
     """``package`` and its modules, each with its ``__all__``."""
     pkg = importlib.import_module(package)
@@ -142,6 +156,8 @@ def api_page(title: str, modules: list) -> str:
         if module.__name__.startswith("bnn_zoo.experiments"):
             continue  # the commands: what each module does, not the library's API
         names = own_names(module)
+        if ENGINE_API.get(module.__name__) is not None:
+            names = [n for n in names if n in ENGINE_API[module.__name__]]
         callables = [n for n in names if callable(getattr(module, n))]
         constants = [n for n in names if not callable(getattr(module, n))]
         if callables:
@@ -155,14 +171,36 @@ def api_page(title: str, modules: list) -> str:
     return "\n".join(lines)
 
 
+def internals_page(modules: list) -> str:
+    """The engine's inside, for contributors: each module's docstring (what it holds), no names."""
+    title = "The engine's inside: the wings of ``bnn_zoo.inference``"
+    lines = [title, "=" * len(title), "",
+             "What each module of the engine's wings holds, for a contributor (the map by floor is in",
+             ":doc:`../contributing`). Their names are shared between the engine's modules and are not",
+             "API: they are documented in the source and change without notice. A user calls",
+             ":doc:`the engine's face <inference>`.", ""]
+    for module in modules:
+        heading = f"``{module.__name__}``"
+        lines += [heading, "-" * len(heading), "", f".. automodule:: {module.__name__}",
+                  "   :no-members:", ""]
+    return "\n".join(lines)
+
+
 def write_api_reference() -> None:
     out = HERE / "api"
     out.mkdir(exist_ok=True)
     pages = {"bnn_zoo": api_page("The public API: ``bnn_zoo``", [importlib.import_module("bnn_zoo")])}
     for sub, title in SUBPACKAGES.items():
-        pages[sub] = api_page(f"{title}: ``bnn_zoo.{sub}``", public_modules(f"bnn_zoo.{sub}"))
+        modules = public_modules(f"bnn_zoo.{sub}")
+        if sub == "inference":  # the face and ENGINE_API; the rest on the internals page
+            inside = [m for m in modules if m.__name__ != "bnn_zoo.inference" and m.__name__ not in ENGINE_API]
+            modules = [m for m in modules if m not in inside]
+        pages[sub] = api_page(f"{title}: ``bnn_zoo.{sub}``", modules)
+    pages["internals"] = internals_page(inside)
     index = ["API reference", "=============", "",
-             "Every name in a module's ``__all__``, with its numpydoc docstring.", "",
+             "What a user calls, with its numpydoc docstring: every name in a module's ``__all__``, and of",
+             "the engine its face and the modules ``ENGINE_API`` (``docs/conf.py``) names; the engine's",
+             "inside is described for contributors on its own page.", "",
              ".. toctree::", "   :maxdepth: 2", ""] + [f"   {name}" for name in pages]
     pages["index"] = "\n".join(index) + "\n"
     # autosummary's pages of names no longer public would stay behind, outside every toctree
