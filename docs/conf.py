@@ -143,14 +143,23 @@ def own_names(module) -> list[str]:
     return names
 
 
+def module_heading(module) -> list[str]:
+    """A module's section: its name as the heading, then its docstring."""
+    heading = f"``{module.__name__}``"
+    return [heading, "-" * len(heading), "", f".. automodule:: {module.__name__}", "   :no-members:", ""]
+
+
+def engine_inside(modules: list) -> list:
+    """Of the engine's modules, those neither its face nor in ``ENGINE_API``."""
+    return [m for m in modules if m.__name__ != "bnn_zoo.inference" and m.__name__ not in ENGINE_API]
+
+
 def api_page(title: str, modules: list) -> str:
     """One reST page: per module, its docstring, a summary table of its functions and classes
     (each on a page of its own), and its constants with their ``#:`` comments."""
     lines = [title, "=" * len(title), ""]
     for module in modules:
-        heading = f"``{module.__name__}``"
-        lines += [heading, "-" * len(heading), "", f".. automodule:: {module.__name__}",
-                  "   :no-members:", ""]
+        lines += module_heading(module)
         if module.__name__ != "bnn_zoo" and hasattr(module, "__path__"):
             continue  # a subpackage's names are documented in the modules that define them
         if module.__name__.startswith("bnn_zoo.experiments"):
@@ -180,9 +189,7 @@ def internals_page(modules: list) -> str:
              "API: they are documented in the source and change without notice. A user calls",
              ":doc:`the engine's face <inference>`.", ""]
     for module in modules:
-        heading = f"``{module.__name__}``"
-        lines += [heading, "-" * len(heading), "", f".. automodule:: {module.__name__}",
-                  "   :no-members:", ""]
+        lines += module_heading(module)
     return "\n".join(lines)
 
 
@@ -193,10 +200,9 @@ def write_api_reference() -> None:
     for sub, title in SUBPACKAGES.items():
         modules = public_modules(f"bnn_zoo.{sub}")
         if sub == "inference":  # the face and ENGINE_API; the rest on the internals page
-            inside = [m for m in modules if m.__name__ != "bnn_zoo.inference" and m.__name__ not in ENGINE_API]
-            modules = [m for m in modules if m not in inside]
+            modules = [m for m in modules if m not in engine_inside(modules)]
         pages[sub] = api_page(f"{title}: ``bnn_zoo.{sub}``", modules)
-    pages["internals"] = internals_page(inside)
+    pages["internals"] = internals_page(engine_inside(public_modules("bnn_zoo.inference")))
     index = ["API reference", "=============", "",
              "What a user calls, with its numpydoc docstring: every name in a module's ``__all__``, and of",
              "the engine its face and the modules ``ENGINE_API`` (``docs/conf.py``) names; the engine's",
