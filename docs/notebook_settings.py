@@ -22,8 +22,7 @@ if "MNIST_DIR" not in os.environ and _shared_mnist.is_dir():
     os.environ["MNIST_DIR"] = str(_shared_mnist)
 
 # The kernels inherit these: every compiled program kept, in the folder `bnn-zoo` commands use.
-if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-    from bnn_zoo.cache import user_cache
+from bnn_zoo.cache import compile_cache_env  # noqa: E402
 
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = str(user_cache() / "jax")
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+for _name, _value in compile_cache_env().items():
+    os.environ.setdefault(_name, _value)

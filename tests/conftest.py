@@ -7,30 +7,28 @@ from pathlib import Path
 
 import pytest
 
+from bnn_zoo.cache import compile_cache_env
+
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("MPLBACKEND", "Agg")
 # JAX's compiled programs, every one of them, in the folder the commands keep them in (bnn-zoo's
-# user cache, `runtime.use_compilation_cache`), for the test processes, their workers and the
+# user cache, `bnn_zoo.cache.compile_cache_env`), for the test processes, their workers and the
 # commands they run alike: a program compiled once is read back by every later test and run. A
 # program is stored under a key of its code, JAX's version and the flags, so a cached program
 # is the program a compilation would make. BNN_ZOO_TEST_JAX_CACHE=off keeps them in a folder of
 # this session only, removed when it ends (a run that compiles everything, as a new machine does).
-if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-    if os.environ.get("BNN_ZOO_TEST_JAX_CACHE", "on") == "off":
-        os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="bnn-zoo-jax-")
-        atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
-    else:
-        from bnn_zoo.cache import user_cache
-
-        os.environ["JAX_COMPILATION_CACHE_DIR"] = str(user_cache() / "jax")
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ and os.environ.get("BNN_ZOO_TEST_JAX_CACHE", "on") == "off":
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="bnn-zoo-jax-")
+    atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+for _name, _value in compile_cache_env().items():
+    os.environ.setdefault(_name, _value)
 
 
 def command_env(**extra) -> dict:
     """The environment of a command a test runs as a user would: the installed package, no display."""
     return {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "MPLBACKEND": "Agg",
             "HOME": os.environ.get("HOME", "/tmp"),
-            **{k: os.environ[k] for k in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS")},
+            **{k: os.environ[k] for k in compile_cache_env()},
             **extra}
 
 

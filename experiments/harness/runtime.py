@@ -257,10 +257,10 @@ def use_compilation_cache() -> None:
     """
     import jax
 
-    from bnn_zoo.cache import user_cache
+    from bnn_zoo.cache import compiled_programs
 
     if jax.config.jax_compilation_cache_dir is None:
-        jax.config.update("jax_compilation_cache_dir", str(user_cache() / "jax"))
+        jax.config.update("jax_compilation_cache_dir", str(compiled_programs()))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
