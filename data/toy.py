@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import expit, i0e, logsumexp
-from sklearn.datasets import make_circles, make_moons
 
 __all__ = ["CIRCLES_FACTOR", "DATASETS", "Split", "bayes_metrics", "bayes_proba", "load", "log_density",
            "quadrature_points"]
@@ -106,6 +105,8 @@ def load(name: str, *, n_train: int = 700, n_test: int = 300, noise: float = 0.2
     if n_train < 2 or n_test < 1:
         raise ValueError(f"need n_train >= 2 and n_test >= 1, got {n_train} and {n_test}")
     n = n_train + n_test
+    from sklearn.datasets import make_circles, make_moons  # with scipy.stats: most of a second, when data are made
+
     if name == "moons":
         X, y = make_moons(n, noise=noise, random_state=seed)
     else:

@@ -23,13 +23,11 @@ import warnings
 from dataclasses import dataclass
 from functools import partial
 
-import arviz as az
 import numpy as np
 from xarray import DataTree
 
 from bnn_zoo import loo, predict
 from bnn_zoo.data import toy
-from bnn_zoo.evaluation import calibration_plots, plots, sensitivity
 from bnn_zoo.evaluation.calibration import coverage_metrics
 from bnn_zoo.evaluation.metrics import all_metrics
 from bnn_zoo.experiments.harness import config, runner
@@ -37,7 +35,6 @@ from bnn_zoo.experiments.harness.fit_flags import fit_settings
 from bnn_zoo.experiments.harness.runtime import small_program_xla_flags
 from bnn_zoo.inference.diagnostics.qcheck import ApproximationWarning
 from bnn_zoo.experiments.harness.flags import int_list, n_train, names, nonneg_float, positive_int
-from bnn_zoo.experiments.toy.comparison import write_comparison
 from bnn_zoo.models import HYPERPRIORS, WEIGHT_PRIORS, mlp_classifier
 
 __all__ = ["DEFAULTS", "GRID_POINTS", "GRID_PRIORS", "HYPERPRIOR_PARAMS", "NOISE", "ToyConfig", "arguments",
@@ -272,6 +269,12 @@ def evaluate(cfg: ToyConfig, split: toy.Split, fits, idata) -> config.Evaluation
         ``reliability_<pair>.png`` (PAVA, test points); with ``sensitivity_plot`` and layer
         scales, ``psense_<pair>.png``.
     """
+    # The evaluation's modules (ArviZ, matplotlib, scipy.stats: seconds of import) load here, so that
+    # a sweep's worker, which fits with this module's model and data, starts without them.
+    import arviz as az
+
+    from bnn_zoo.evaluation import calibration_plots, plots, sensitivity
+
     xx, yy, grid = split.grid(GRID_POINTS) if cfg.grid else (None, None, np.empty((0, 2)))
     # One call for the test points and the map: fewer padded rows than one call each.
     pred = predict(fits[0], {"X": np.concatenate([split.X_test, grid])}, idata=idata, var_names=["p"])
@@ -384,6 +387,8 @@ def summarize(args, records: list) -> str:
     """
     if not args.all_priors:
         return ""
+    from bnn_zoo.experiments.toy.comparison import write_comparison  # ArviZ's plots: as evaluate's modules
+
     out = []
     for dataset in dict.fromkeys(r.cfg.dataset for r in records):
         runs = [r for r in records if r.cfg.dataset == dataset]

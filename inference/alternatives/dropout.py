@@ -22,11 +22,11 @@ import time
 from dataclasses import dataclass
 from functools import partial
 
-import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from arviz_base import from_dict
 from xarray import DataTree
 
 from bnn_zoo.inference.advi import optim
@@ -252,4 +252,4 @@ def predict_dropout(net: DropoutNet, X: np.ndarray, *, draws: int = 500, random_
         groups = {"p": (e / e.sum(-1, keepdims=True))[None]}
     else:
         groups = {"mu": h[None, ..., 0], "sigma": np.full((1, draws), np.exp(float(net.params["log_sigma"])))}
-    return az.from_dict({"predictions": groups})
+    return from_dict({"predictions": groups})

@@ -16,10 +16,10 @@ from __future__ import annotations
 import time
 import warnings
 
-import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
+from arviz_base import from_dict
 from xarray import DataTree
 
 from bnn_zoo.inference.families import gaussians
@@ -136,9 +136,11 @@ def nuts(result, draws: int = 1000, *, tune: int = TUNE, chains: int = 4, target
     free = [rv.name for rv in model.free_RVs]
     rhat_max = float("nan")
     if chains > 1 and draws >= 4:  # r-hat needs two chains of a few draws each
+        from arviz_stats import rhat as rhat_of  # scipy.stats with it: a second of import, only here
+
         with warnings.catch_warnings():  # ArviZ's shape notes: the verdict below says what matters
             warnings.simplefilter("ignore")
-            rhat = az.rhat(az.from_dict({"posterior": {n: per_chain[n] for n in free}})["posterior"].to_dataset())
+            rhat = rhat_of(from_dict({"posterior": {n: per_chain[n] for n in free}})["posterior"].to_dataset())
             rhat_max = float(np.nanmax([float(v.max()) for v in rhat.data_vars.values()]))
     divergences = int(stats["diverging"].sum())
     tree = model_tree(model, {"posterior": {name: per_chain[name] for name in names},

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import functools
 import warnings
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from arviz_stats.utils import ELPDDataLOO
 from jax.scipy.special import logsumexp
 from xarray import DataTree
+
+if TYPE_CHECKING:
+    from arviz_stats.utils import ELPDDataLOO
 
 __all__ = ["MIN_DRAWS", "gpd_fit", "gpd_quantile", "loo", "loo_approximate_posterior", "pointwise",
            "psis_log_weights", "smooth", "tail_length"]
@@ -348,6 +351,8 @@ def loo(idata: DataTree, var_name: str | None = None) -> ELPDDataLOO:
         warnings.warn(f"Estimated shape parameter of Pareto distribution is greater than {good_k:.2f} "
                       "for one or more samples: importance sampling is less reliable for them.",
                       stacklevel=2)
+    from arviz_stats.utils import ELPDDataLOO  # and the .azstats accessor; with scipy.stats, a second of import
+
     elpd, se, p_loo, _ = elpd_i.azstats.loo_summary(p_loo_i)
     return ELPDDataLOO(elpd=elpd, se=se, p=p_loo, n_samples=n_samples, n_data_points=values.shape[1],
                        scale="log", warning=warning, good_k=good_k, elpd_i=elpd_i, pareto_k=pareto_k,

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import arviz as az
 import jax
 import numpy as np
 import pymc as pm
+from arviz_base import from_dict
 from xarray import DataTree
 
 from bnn_zoo.inference.support.renamed import refuse_renamed
@@ -260,5 +260,5 @@ def _predictions_tree(model, names, values, data, changed, coords, chains, n_dra
         if fits(d, value.shape):
             dims[v.name] = d
     used = {x for d in dims.values() for x in d}
-    return az.from_dict(groups, pred_dims=dims,
+    return from_dict(groups, pred_dims=dims,
                         pred_coords={k: v for k, v in all_coords.items() if k in used})

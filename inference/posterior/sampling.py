@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import arviz as az
 import numpy as np
 import pymc as pm
 import xarray as xr
+from arviz_base import from_dict
 from pymc.backends.arviz import find_constants, find_observations
 from xarray import DataTree
 
@@ -89,7 +89,7 @@ def draws_posterior(model: pm.Model, density: ModelFunction, z: np.ndarray) -> D
     values = evaluate_draws(density, z3.reshape(-1, z3.shape[-1]), model_data(model), names)
     dims = {name: [d for d in model.named_vars_to_dims.get(name, ())] for name in names}
     coords = {d: v for d, v in model_coords(model).items() if any(d in x for x in dims.values())}
-    return az.from_dict({"posterior": {name: values[name].reshape(z3.shape[:2] + values[name].shape[1:])
+    return from_dict({"posterior": {name: values[name].reshape(z3.shape[:2] + values[name].shape[1:])
                                        for name in names}},
                         dims={k: v for k, v in dims.items() if v}, coords=coords)
 
@@ -304,7 +304,7 @@ def model_tree(model: pm.Model, groups: dict, attrs: dict) -> DataTree:
     """
     groups = dict(groups, observed_data=find_observations(model), constant_data=find_constants(model))
     dims = {name: list(d) for name, d in model.named_vars_to_dims.items()}
-    return az.from_dict({k: v for k, v in groups.items() if v}, dims=_dims_that_fit(groups, dims, model),
+    return from_dict({k: v for k, v in groups.items() if v}, dims=_dims_that_fit(groups, dims, model),
                         coords=model_coords(model), attrs={"/": attrs})
 
 
