@@ -85,6 +85,8 @@ def test_a_flow_fits_a_banana_that_full_rank_cannot():
     assert flowed.method == "flow" and flowed.config["start"] == "fullrank_advi"
     assert flowed.config["start_steps"] == 6_000 and len(flowed.elbo) == 6_000
     assert flowed.config["average"] == 0.0 and flowed.config["path_derivative"]
+    versus = flowed.config["versus_start"]  # better than its start on the same draws, so kept
+    assert versus["kept"] == "flow" and versus["elbo"][0] > versus["elbo"][1] + 2 * versus["elbo_se"]
     full_elbo = restarts.fit_elbo(full, draws=4000)[0]
     flow_elbo = restarts.fit_elbo(flowed, draws=4000)[0]
     assert full_elbo < -0.5 and flow_elbo > -0.35
@@ -96,6 +98,34 @@ def test_a_flow_fits_a_banana_that_full_rank_cannot():
     weighted = float(bnn_zoo.reweighted(idata)["b"].sel(stat="mean"))
     assert abs(weighted - 1.0) < min(0.3 * 1.5, abs(raw - 1.0))
     assert flowed.mean["a"] == pytest.approx(0.0, abs=0.1)  # its moments, from draws of the flow
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_flow_never_returns_a_q_worse_than_its_start(seed):
+    """A conjugate regression, whose posterior is Gaussian: the full-rank start is exact, and training can
+    only add error (in 8,000 steps, k 0.13-0.45 against the start's 0.04-0.11, the ELBOs equal within noise).
+    The flow returned is exact: every mean within 0.1 posterior sd, every sd within 10%, k at most 0.3."""
+    rng = np.random.default_rng(42)
+    X = rng.normal(size=(50, 3))
+    y = X @ np.array([0.5, -1.0, 2.0]) + rng.normal(size=50)
+    cov = np.linalg.inv(X.T @ X + np.eye(3) / 4.0)  # noise sd 1, prior sd 2
+    mean, sd = cov @ X.T @ y, np.sqrt(np.diag(cov))
+    with pm.Model() as model:
+        b = pm.Normal("b", 0, 2, shape=3)
+        pm.Normal("y", X @ b, 1, observed=y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = bnn_zoo.fit(model, method="flow", steps=8_000, random_seed=seed, progressbar=False)
+    versus = result.config["versus_start"]
+    assert versus["kept"] in ("flow", "start") and versus["draws"] == 4000
+    kept = 0 if versus["kept"] == "flow" else 1
+    assert versus["q_pareto_k"][kept] <= min(versus["q_pareto_k"]) + 0.05  # never the worse of the two
+    assert versus["elbo"][kept] >= max(versus["elbo"]) - 2 * versus["elbo_se"]
+    idata = bnn_zoo.sample(result, 4000, random_seed=seed)
+    draws = idata["posterior"]["b"].values.reshape(-1, 3)
+    assert np.all(np.abs(draws.mean(0) - mean) < 0.1 * sd)
+    np.testing.assert_allclose(draws.std(0), sd, rtol=0.1)
+    assert idata.attrs["q_pareto_k"] <= 0.3
 
 
 def test_a_flow_checkpoints_and_resumes(tmp_path):

@@ -32,6 +32,8 @@ from bnn_zoo.inference.advi.engine import CHUNK
 from bnn_zoo.inference.compile.minibatch import unwrap as unwrap_minibatch
 from bnn_zoo.inference.advi.objective import ELBO
 from bnn_zoo.inference.advi.prepare import check_steps, prepare
+from bnn_zoo.inference.advi.starts import from_fit
+from bnn_zoo.inference.posterior.paired import paired
 from bnn_zoo.inference.posterior.result import ConvergenceWarning, FitResult, NonFiniteLossError, warn_unless_converged
 
 __all__ = ["fit_advi"]
@@ -176,8 +178,12 @@ def _flow(model, method, *, steps, optimizer, objective, init, checkpoint, **set
 
     The Gaussian is :func:`~bnn_zoo.inference.methods.gaussian_for`'s; the
     flow's coupling layers start at the identity, so the flow
-    starts as that Gaussian. Its ELBO trace is the flow's phase; ``config``
-    records the start's method, steps and final ELBO.
+    starts as that Gaussian. Trained, it is compared with its start on the
+    same draws (:func:`~bnn_zoo.inference.posterior.paired.paired`): where
+    it is worse (a lower ELBO beyond the noise, or a higher ``q_pareto_k``),
+    the flow returned is its start, its layers at the identity. Its ELBO
+    trace is the training's; ``config`` records the start's method, steps
+    and final ELBO, and ``versus_start`` the comparison and which was kept.
     """
     check_steps(steps)  # refused as every method refuses them, before the start is fitted
     start_steps = 0
@@ -197,10 +203,16 @@ def _flow(model, method, *, steps, optimizer, objective, init, checkpoint, **set
         objective = dataclasses.replace(objective, path_derivative=True)
     result = _run(model, method, steps=steps - start_steps, optimizer=optimizer, objective=objective, init=init,
                   checkpoint=checkpoint, **settings)
-    if start_steps:
-        result.seconds += init.seconds
+    t0 = time.perf_counter()
+    dtype = np.asarray(result.params["mu"]).dtype.name
+    start = dataclasses.replace(result, params=from_fit(result.family, init, result.layout, dtype))
+    versus = paired(result, start, seed=settings["random_seed"])
+    if versus["a_worse"]:  # training moved it away from a better start: the start, as a flow (its identity)
+        result.params = start.params
+    result.seconds += time.perf_counter() - t0 + (init.seconds if start_steps else 0.0)
     result.config = dict(result.config, start=init.method, start_steps=start_steps,
-                         start_elbo_final=init.elbo_final)
+                         start_elbo_final=init.elbo_final,
+                         versus_start=dict(versus, kept="start" if versus["a_worse"] else "flow"))
     return result
 
 
