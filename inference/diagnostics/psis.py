@@ -10,6 +10,9 @@ too. ``tests/test_posterior.py`` checks both agree to 1e-10.
 :func:`pointwise` is the traceable core; :func:`loo_approximate_posterior`
 runs it on NumPy arrays, and :func:`loo` on a DataTree of draws from
 :func:`~bnn_zoo.inference.posterior.sampling.sample`, returning what ArviZ's does.
+:func:`smooth` takes its array namespace: :func:`psis_log_weights` (one
+row of a few thousand draws, ``q_pareto_k``'s) runs it in NumPy on the host,
+in a few milliseconds and with no program compiled for each draw count.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ def tail_length(n_draws: int) -> int:
     return int(np.floor(3 * n_draws**0.5 if n_draws > 225 else n_draws / 5))
 
 
-def gpd_fit(x):
+def gpd_fit(x, xp=jnp):
     """Generalized Pareto (shape k, scale sigma) of ``x``, traceable.
 
     Zhang & Stephens' empirical Bayes estimate with the prior on k of
@@ -65,6 +68,8 @@ def gpd_fit(x):
     ----------
     x : jax.Array
         ``(n,)``, sorted ascending, non-negative.
+    xp : module, default jax.numpy
+        The array namespace: ``numpy`` computes it on the host, with nothing to compile.
 
     Returns
     -------
@@ -76,22 +81,23 @@ def gpd_fit(x):
     m = 30 + int(n**0.5)
     xstar = x[int(n / 4 + 0.5) - 1]  # first quartile
     valid = ~(xstar <= x[0])  # as ArviZ: a NaN quartile goes on (to k = inf)
-    xstar = jnp.where(valid, xstar, 1.0)
-    b = (1 - jnp.sqrt(m / (jnp.arange(1, m + 1) - 0.5))) / (PRIOR_BS * xstar) + 1 / x[-1]
-    k = jnp.mean(jnp.log1p(-b[:, None] * x[None, :]), axis=1)
-    log_lik = n * (jnp.log(-b / k) - k - 1)
-    w = jnp.exp(log_lik - logsumexp(log_lik))
-    w = jnp.where(w >= 10 * np.finfo(float).eps, w, 0.0)  # negligible weights dropped
-    w = w / w.sum()
-    b_post = jnp.sum(b * w)
-    k = jnp.mean(jnp.log1p(-b_post * x))
-    sigma = -k / b_post
+    xstar = xp.where(valid, xstar, 1.0)
+    b = (1 - xp.sqrt(m / (xp.arange(1, m + 1) - 0.5))) / (PRIOR_BS * xstar) + 1 / x[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):  # on the host, NaN and inf are results, as in JAX
+        k = xp.mean(xp.log1p(-b[:, None] * x[None, :]), axis=1)
+        log_lik = n * (xp.log(-b / k) - k - 1)
+        w = xp.exp(log_lik - _logsumexp(xp)(log_lik))
+        w = xp.where(w >= 10 * np.finfo(float).eps, w, 0.0)  # negligible weights dropped
+        w = w / w.sum()
+        b_post = xp.sum(b * w)
+        k = xp.mean(xp.log1p(-b_post * x))
+        sigma = -k / b_post
     k = (n * k + PRIOR_K * 0.5) / (n + PRIOR_K)
-    k = jnp.where(jnp.isnan(k), jnp.inf, k)
-    return jnp.where(valid, k, jnp.nan), jnp.where(valid, sigma, jnp.nan)
+    k = xp.where(xp.isnan(k), xp.inf, k)
+    return xp.where(valid, k, xp.nan), xp.where(valid, sigma, xp.nan)
 
 
-def gpd_quantile(p, k, sigma, mu):
+def gpd_quantile(p, k, sigma, mu, xp=jnp):
     """Quantiles ``p`` of the generalized Pareto ``(k, sigma, mu)``, traceable.
 
     Parameters
@@ -100,24 +106,48 @@ def gpd_quantile(p, k, sigma, mu):
         ``(m,)`` probabilities.
     k, sigma, mu : jax.Array
         Scalars: shape, scale and location.
+    xp : module, default jax.numpy
+        The array namespace (``numpy`` on the host).
 
     Returns
     -------
     jax.Array
         ``(m,)`` quantiles; NaN where ``sigma <= 0``.
     """
-    safe_k = jnp.where(k == 0, 1.0, k)
-    q = jnp.where(k == 0, mu - sigma * jnp.log1p(-p), mu + sigma * jnp.expm1(-safe_k * jnp.log1p(-p)) / safe_k)
-    return jnp.where(sigma > 0, q, jnp.nan)
+    safe_k = xp.where(k == 0, 1.0, k)
+    with np.errstate(invalid="ignore"):
+        q = xp.where(k == 0, mu - sigma * xp.log1p(-p), mu + sigma * xp.expm1(-safe_k * xp.log1p(-p)) / safe_k)
+    return xp.where(sigma > 0, q, xp.nan)
 
 
-def smooth(log_ratios):
+def _logsumexp(xp):
+    if xp is np:
+        from scipy.special import logsumexp as host
+
+        return host
+    return logsumexp
+
+
+def _top(lw, n: int, xp):
+    """The ``n`` largest of ``lw``, descending, and their indices: the lower index first among equals."""
+    if xp is not np:
+        return jax.lax.top_k(lw, n)  # a partial sort, faster than a sort on a CPU
+    idx = np.sort(np.argpartition(lw, lw.size - n)[lw.size - n:])
+    idx = idx[np.argsort(-lw[idx], kind="stable")]
+    return lw[idx], idx
+
+
+def smooth(log_ratios, xp=jnp):
     """Pareto-smoothed, normalised log importance weights of one observation, traceable.
 
     Parameters
     ----------
     log_ratios : jax.Array
         ``(S,)`` log importance ratios, ``S >=`` :data:`MIN_DRAWS`.
+    xp : module, default jax.numpy
+        The array namespace: ``numpy`` smooths on the host, with nothing to compile (one
+        observation's few thousand draws: the time a compilation for each draw count would cost
+        is most of it).
 
     Returns
     -------
@@ -130,16 +160,23 @@ def smooth(log_ratios):
     """
     S = log_ratios.shape[-1]
     M = tail_length(S)
-    lw = log_ratios - log_ratios.max()
-    top, top_idx = jax.lax.top_k(lw, M + 1)  # descending; a partial sort, faster than a sort on a CPU
+    lw = xp.asarray(log_ratios)
+    lw = lw - lw.max()
+    top, top_idx = _top(lw, M + 1, xp)  # descending
     tail, tail_idx = top[M - 1::-1], top_idx[M - 1::-1]  # ascending
     cutoff = top[M]
-    flat = jnp.abs(tail[-1] - tail[0]) < np.finfo(float).tiny
-    k, sigma = gpd_fit(jnp.exp(tail) - jnp.exp(cutoff))
-    smoothed = jnp.log(gpd_quantile(jnp.arange(0.5, M) / M, k, sigma, jnp.exp(cutoff)))
-    smoothed = jnp.where(smoothed > tail[-1], tail[-1], smoothed)
-    lw = lw.at[tail_idx].set(jnp.where(jnp.isfinite(k), smoothed, tail))
-    return lw - logsumexp(lw), k, flat
+    flat = xp.abs(tail[-1] - tail[0]) < np.finfo(float).tiny
+    k, sigma = gpd_fit(xp.exp(tail) - xp.exp(cutoff), xp)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        smoothed = xp.log(gpd_quantile(xp.arange(0.5, M) / M, k, sigma, xp.exp(cutoff), xp))
+    smoothed = xp.where(smoothed > tail[-1], tail[-1], smoothed)
+    new = xp.where(xp.isfinite(k), smoothed, tail)
+    if xp is np:
+        lw = lw.copy()
+        lw[tail_idx] = new
+    else:
+        lw = lw.at[tail_idx].set(new)
+    return lw - _logsumexp(xp)(lw), k, flat
 
 
 def pointwise(log_lik, log_p, log_q, block: int = BLOCK):
@@ -193,9 +230,6 @@ def _pointwise(log_lik, log_p, log_q, block):
     return pointwise(log_lik, log_p, log_q, block)
 
 
-_smooth_rows = jax.jit(jax.vmap(smooth))
-
-
 def psis_log_weights(log_ratios: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Pareto-smoothed, normalised log importance weights of each row, and each row's Pareto k.
 
@@ -218,9 +252,9 @@ def psis_log_weights(log_ratios: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     log_ratios = np.asarray(log_ratios, dtype=float)
     _check_draws(log_ratios.shape[1])
-    log_weights, k, flat = _smooth_rows(log_ratios)
-    _tails_differ(np.any(flat))
-    return np.asarray(log_weights), np.asarray(k)
+    rows = [smooth(row, np) for row in log_ratios]  # on the host: no program compiled for each draw count
+    _tails_differ(any(flat for _, _, flat in rows))
+    return np.stack([lw for lw, _, _ in rows]), np.array([float(k) for _, k, _ in rows])
 
 
 def loo_approximate_posterior(log_lik: np.ndarray, log_p: np.ndarray, log_q: np.ndarray):
