@@ -304,7 +304,7 @@ def test_psis_needs_25_draws():
         psis.loo_approximate_posterior(np.zeros((24, 3)), np.zeros(24), np.zeros(24))
 
 
-@pytest.mark.parametrize("map_bytes", [2**22, 2**24])  # blocks of 2 and 10 draws, padded
+@pytest.mark.parametrize("map_bytes", [2**22, 2**24])  # blocks of 16 and 64 draws, the last one padded
 def test_draws_evaluated_in_blocks_equal_draws_one_at_a_time(fitted, monkeypatch, map_bytes):
     split, result, _ = fitted
     z, _ = draw_z(result, 37, seed=0)  # 37: prime
@@ -313,11 +313,15 @@ def test_draws_evaluated_in_blocks_equal_draws_one_at_a_time(fitted, monkeypatch
     result.density.jitted.pop(key, None)
     blocked = evaluate_z(result, z, ["p"])["p"]
     draw_map = result.density.jitted[key]
+    [block] = draw_map.looped.values()  # a power of two: this network's draws (~250 KB each) in map_bytes
+    assert block & (block - 1) == 0 and 37 % block
+    np.testing.assert_allclose(evaluate_z(result, z[:23], ["p"])["p"], blocked[:23], rtol=1e-12)
+    assert draw_map.block._cache_size() == 1  # 37 and 23 draws: one compiled program, of one block
     data = tuple(np.asarray(v.get_value()) for v in result.model.data_vars)
-    jaxpr = str(jax.make_jaxpr(draw_map.blocks)(z, data))
+    jaxpr = str(jax.make_jaxpr(draw_map.block)(z[:block], data))
     one = str(jax.make_jaxpr(draw_map.fn)(z[0], data))
-    # Blocks of draws in one scan, and the network once: no second copy for a remainder.
-    assert jaxpr.count("scan[") == 1 and jaxpr.count("tanh") == one.count("tanh") > 0
+    # A block of draws vectorised: the network once, no loop.
+    assert "scan[" not in jaxpr and jaxpr.count("tanh") == one.count("tanh") > 0
     monkeypatch.setattr("bnn_zoo.inference.posterior.draws.MAP_BYTES", 1)  # one draw per block
     result.density.jitted.pop(key)
     np.testing.assert_allclose(evaluate_z(result, z, ["p"])["p"], blocked, rtol=1e-12)

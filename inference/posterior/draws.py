@@ -23,11 +23,14 @@ from bnn_zoo.inference.compile.cost import cheap
 from bnn_zoo.inference.compile.jaxmodel import ModelFunction
 from bnn_zoo.inference.posterior.result import FitResult
 
-__all__ = ["MAP_BYTES", "DrawMap", "draw_z", "evaluate_draws", "evaluate_z", "fit_list", "map_draws", "model_data"]
+__all__ = ["MAP_BYTES", "MIN_CHUNK", "DrawMap", "draw_z", "evaluate_draws", "evaluate_z", "fit_list", "map_draws", "model_data"]
 
 #: Memory for the draws evaluated together, in bytes (:class:`DrawMap`): blocks of a few MB stay
 #: in the CPU's caches.
 MAP_BYTES = 8 * 2**20
+#: The fewest draws a compiled block takes: fewer draws are padded to it (the programs of tiny
+#: blocks are not compiled for every small draw count).
+MIN_CHUNK = 256
 
 
 class DrawMap:
@@ -36,12 +39,16 @@ class DrawMap:
     ``per_draw`` is a pytree of arrays with a leading draws axis. As the
     engine does with steps, cheap draws (under
     :data:`~bnn_zoo.inference.compile.cost.LOOP_BELOW_FLOPS` by XLA's cost
-    analysis) are evaluated inside one compiled ``lax.map``, in blocks of as
+    analysis) are evaluated vectorised, in blocks of as
     many draws as fit in :data:`MAP_BYTES` (every intermediate array of one
     draw counted; blocks of a few MB stay in the CPU's caches); expensive
     ones one compiled call per draw, because XLA's CPU backend runs
     convolutions several times slower inside a loop
-    (docs/user_guide/engine.md).
+    (docs/user_guide/engine.md). The compiled program takes a fixed number
+    of draws, a power of two (at least :data:`MIN_CHUNK`, at most what
+    ``MAP_BYTES`` allows), and runs as often as the draws need, the last
+    time padded: 4,000, 8,000 and 32,000 draws share one program, where a
+    program for each count compiled again for each.
 
     Parameters
     ----------
@@ -51,34 +58,25 @@ class DrawMap:
 
     def __init__(self, fn):
         self.fn, self.one, self.looped = fn, jax.jit(fn), {}
+        self.block = jax.jit(jax.vmap(fn, in_axes=(0, None)))  # a block of draws; one program per block size
 
     def __call__(self, per_draw, consts) -> list:
         first = jax.tree_util.tree_map(lambda a: a[0], per_draw)
-        shapes = str(jax.tree_util.tree_map(lambda a: (a.shape, a.dtype), (per_draw, consts)))
-        if shapes not in self.looped:
-            self.looped[shapes] = jax.jit(self.blocks) if cheap(self.one.lower(first, consts)) else None
-        if self.looped[shapes] is not None:
-            return self.looped[shapes](per_draw, consts)
         n = len(jax.tree_util.tree_leaves(per_draw)[0])
-        outs = [self.one(jax.tree_util.tree_map(lambda a: a[i], per_draw), consts) for i in range(n)]
-        return [jnp.stack(parts) for parts in zip(*outs)]
-
-    def blocks(self, per_draw, consts) -> list:
-        """Every draw's ``fn`` in one ``lax.map``, in equal blocks of at most :data:`MAP_BYTES`."""
-        one = jax.make_jaxpr(self.fn)(jax.tree_util.tree_map(lambda a: a[0], per_draw), consts)
-        flat = jax.tree_util.tree_leaves(per_draw)
-        n = len(flat[0])
-        largest = int(np.clip(MAP_BYTES // max(_jaxpr_bytes(one.jaxpr), 1), 1, n))
-        # Equal blocks (padded with copies of the last draw): lax.map compiles one more
-        # copy of the body for a remainder.
-        blocks = -(-n // largest)
-        block = -(-n // blocks)
-        flat = [jnp.concatenate([a, jnp.broadcast_to(a[-1:], (blocks * block - n, *a.shape[1:]))])
-                for a in flat]
-        consts_flat = jax.tree_util.tree_leaves(consts)
-        out = jax.lax.map(lambda leaves: jax.core.eval_jaxpr(one.jaxpr, one.consts, *leaves, *consts_flat),
-                          flat, batch_size=block)
-        return [o[:n] for o in out]
+        shapes = str(jax.tree_util.tree_map(lambda a: (a.shape, a.dtype), (first, consts)))
+        if shapes not in self.looped:  # per draw's shape: the block's draws, or None where draws go one by one
+            self.looped[shapes] = (_block_draws(jax.make_jaxpr(self.fn)(first, consts).jaxpr)
+                                   if cheap(self.one.lower(first, consts)) else None)
+        largest = self.looped[shapes]
+        if largest is None:
+            outs = [self.one(jax.tree_util.tree_map(lambda a: a[i], per_draw), consts) for i in range(n)]
+            return [jnp.stack(parts) for parts in zip(*outs)]
+        chunk = min(largest, max(MIN_CHUNK, 1 << (n - 1).bit_length()))
+        parts = []
+        for start in range(0, n, chunk):  # the last chunk padded with copies of its last draw
+            piece = jax.tree_util.tree_map(lambda a: _padded(a[start:start + chunk], chunk), per_draw)
+            parts.append([o[: min(chunk, n - start)] for o in self.block(piece, consts)])
+        return [jnp.concatenate(outs) if len(outs) > 1 else outs[0] for outs in zip(*parts)]
 
 
 def map_draws(cache: dict, key, fn) -> DrawMap:
@@ -102,6 +100,17 @@ def map_draws(cache: dict, key, fn) -> DrawMap:
     if key not in cache:
         cache[key] = DrawMap(fn)
     return cache[key]
+
+
+def _block_draws(jaxpr) -> int:
+    """The draws of a block: the largest power of two whose intermediates fit in :data:`MAP_BYTES`."""
+    draws = max(MAP_BYTES // max(_jaxpr_bytes(jaxpr), 1), 1)
+    return 1 << (int(draws).bit_length() - 1)
+
+
+def _padded(a, size: int):
+    """``a``'s rows, then copies of its last row up to ``size`` rows."""
+    return a if len(a) == size else jnp.concatenate([a, jnp.broadcast_to(a[-1:], (size - len(a), *a.shape[1:]))])
 
 
 def _jaxpr_bytes(jaxpr) -> int:
