@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import optax
 import pymc as pm
 
+from bnn_zoo.cache import use_compiled_programs
 from bnn_zoo.inference import defaults, methods
 from bnn_zoo.inference.support import calls
 from bnn_zoo.inference.advi.loop import fit_advi
@@ -172,6 +173,13 @@ def fit(
     bnn_zoo.sample : Posterior draws of the fitted q, as an ArviZ DataTree.
     bnn_zoo.predict : The posterior predictive on new data.
 
+    Notes
+    -----
+    JAX's compiled programs are kept in bnn-zoo's user cache
+    (``bnn_zoo.cache.use_compiled_programs``), so that the same script
+    run again reads them back instead of compiling; ``BNN_ZOO_JAX_CACHE=off``
+    turns that off.
+
     Examples
     --------
     >>> import numpy as np, pymc as pm, bnn_zoo
@@ -208,6 +216,7 @@ def fit(
     if not isinstance(model, pm.Model):
         raise TypeError(f"fit takes a pymc.Model, got {type(model).__name__}")
     chosen = methods.value(method)
+    use_compiled_programs()
     if isinstance(chosen, (methods.Laplace, methods.Auto)):
         given = [name for name, value in (
             ("optimizer", optimizer), ("objective", objective), ("batch_size", batch_size),

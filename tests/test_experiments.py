@@ -223,15 +223,24 @@ def test_toy_command_checks_its_data_sets(tmp_path):
 def test_compilation_cache_folder(monkeypatch, tmp_path):
     import jax
 
-    saved = {k: getattr(jax.config, k) for k in ("jax_compilation_cache_dir",
+    from bnn_zoo.cache import PROGRAMS_MAX_BYTES, use_compiled_programs
+
+    saved = {k: getattr(jax.config, k) for k in ("jax_compilation_cache_dir", "jax_compilation_cache_max_size",
                                                   "jax_persistent_cache_min_compile_time_secs")}
     try:
         jax.config.update("jax_compilation_cache_dir", None)
+        jax.config.update("jax_compilation_cache_max_size", -1)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-        runtime.use_compilation_cache()
+        monkeypatch.setenv("BNN_ZOO_JAX_CACHE", "off")  # the user's opt-out: JAX's settings as they are
+        assert not use_compiled_programs() and jax.config.jax_compilation_cache_dir is None
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == 1.0
+        monkeypatch.delenv("BNN_ZOO_JAX_CACHE")
+        assert use_compiled_programs()
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "bnn-zoo" / "jax")
+        assert jax.config.jax_compilation_cache_max_size == PROGRAMS_MAX_BYTES
         jax.config.update("jax_compilation_cache_dir", str(tmp_path / "mine"))  # the user's choice
-        runtime.use_compilation_cache()
+        assert use_compiled_programs()
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "mine")
         assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
     finally:

@@ -40,12 +40,13 @@ import numpy as np
 import pymc as pm
 
 import bnn_zoo
+from bnn_zoo.cache import use_compiled_programs
 from bnn_zoo.data.mnist import MNISTError
 from bnn_zoo.experiments.harness.config import Experiment, Record, RunConfig
 from bnn_zoo.experiments.harness.fit_flags import ADVI_ONLY, build_parser, flag_defaults
 from bnn_zoo.experiments.harness.flags import UsageError, check_writable
 from bnn_zoo.experiments.harness.resources import run_lock
-from bnn_zoo.experiments.harness.runtime import keep_interrupts, run_many, use_compilation_cache, xla_flags
+from bnn_zoo.experiments.harness.runtime import keep_interrupts, run_many, xla_flags
 from bnn_zoo.inference import CheckpointError, ConvergenceWarning, NonFiniteLossError, methods
 from bnn_zoo.inference.advi import optim
 from bnn_zoo.inference.diagnostics import psis, qcheck
@@ -328,7 +329,7 @@ def main(exp: Experiment, argv=None, prog: str | None = None) -> int:
                                  f"--epochs {cfg.epochs}: no epoch would run at the decayed rate")
             if exp.minibatches:
                 _checkpoints(cfg)
-        use_compilation_cache()
+        use_compiled_programs()
         with contextlib.ExitStack() as locks, xla_flags(exp.xla_flags), keep_interrupts():
             for cfg in cfgs:
                 locks.enter_context(run_lock(cfg.run_dir))

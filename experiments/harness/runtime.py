@@ -8,8 +8,8 @@
   no Ctrl-C lost where Python cannot raise it;
 - :func:`add_xla_flag`, :func:`xla_flags` and :func:`worker_xla_flags`: XLA
   flags that keep the user's own; :func:`jaxlib_at_least` for flags that
-  only newer jaxlib knows; :func:`use_compilation_cache`, JAX's programs kept
-  on disk;
+  only newer jaxlib knows (JAX's programs are kept on disk by
+  :func:`bnn_zoo.cache.use_compiled_programs`, which the engine's ``fit`` calls);
 
 :mod:`~bnn_zoo.experiments.harness.resources` holds what a command holds while it
 runs: run locks, a Dask cluster, a progress bar, peak memory.
@@ -30,7 +30,7 @@ from typing import Any
 
 
 __all__ = ["add_xla_flag", "hold_interrupts", "jaxlib_at_least", "keep_interrupts", "run_many",
-           "small_program_xla_flags", "use_compilation_cache", "worker_xla_flags", "xla_flags"]
+           "small_program_xla_flags", "worker_xla_flags", "xla_flags"]
 
 
 # --- worker processes -----------------------------------------------------------
@@ -244,24 +244,6 @@ def jaxlib_at_least(*version: int) -> bool:
     """
     release = importlib.metadata.version("jaxlib").split(".")
     return tuple(int(re.match(r"\d*", part).group() or 0) for part in release[:len(version)]) >= version
-
-
-def use_compilation_cache() -> None:
-    """Keep JAX's compiled programs on disk, so that a run reuses what an earlier one compiled.
-
-    The cache is ``$XDG_CACHE_HOME/bnn-zoo/jax`` (``~/.cache/bnn-zoo/jax``)
-    unless ``JAX_COMPILATION_CACHE_DIR`` names another folder. Programs are
-    keyed by their XLA graph, not by the data (the engine passes data as
-    arguments), and every program is kept however fast it compiled.
-    Changes JAX's configuration for the whole process.
-    """
-    import jax
-
-    from bnn_zoo.cache import compiled_programs
-
-    if jax.config.jax_compilation_cache_dir is None:
-        jax.config.update("jax_compilation_cache_dir", str(compiled_programs()))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 @contextlib.contextmanager

@@ -50,12 +50,12 @@ import time
 import warnings
 from pathlib import Path
 
+from bnn_zoo.cache import use_compiled_programs
 from bnn_zoo.experiments.harness.flags import (HelpFormatter, Parser, UsageError, check_writable, int_list,
                                                n_train, names, nonneg_int, positive_float, positive_int,
                                                unit_interval)
 from bnn_zoo.experiments.harness.resources import cluster, progress, run_lock
-from bnn_zoo.experiments.harness.runtime import (keep_interrupts, use_compilation_cache,
-                                                 worker_xla_flags, xla_flags)
+from bnn_zoo.experiments.harness.runtime import keep_interrupts, worker_xla_flags, xla_flags
 from bnn_zoo.experiments.harness.store import Store
 from bnn_zoo.experiments.sweep.fits import bayes_task, fit_task
 from bnn_zoo.experiments.sweep.spec import fit_key, specs, split_settings, tasks
@@ -287,7 +287,7 @@ def main(argv=None, prog: str = "bnn-zoo sweep") -> int:
         return exit_.code
     try:
         check(args)
-        use_compilation_cache()
+        use_compiled_programs()
         # in this process (--workers 1) the flags apply if JAX has not started yet
         with run_lock(args.out), warnings.catch_warnings(), xla_flags(worker_xla_flags()), keep_interrupts():
             warnings.simplefilter("ignore", UserWarning)  # k-hat and convergence are in the records

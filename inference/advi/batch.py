@@ -27,6 +27,7 @@ import numpy as np
 import optax
 import pymc as pm
 
+from bnn_zoo.cache import use_compiled_programs
 from bnn_zoo.inference import defaults, methods
 from bnn_zoo.inference.advi import core, optim
 from bnn_zoo.inference.support.renamed import refuse_renamed
@@ -339,6 +340,7 @@ def fit_many(models: Sequence[pm.Model], *, method="advi", steps: int = defaults
     >>> print(f"{result.mean['b']:.1f}")
     2.1
     """
+    use_compiled_programs()
     seeds = ([int(random_seed) + i * restarts for i in range(len(models))]
              if isinstance(random_seed, (int, np.integer)) else [int(s) for s in random_seed])
     if len(models) != len(seeds) or not models:

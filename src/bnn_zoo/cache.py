@@ -6,7 +6,15 @@ reads the one folder from the one place.
 
 from pathlib import Path
 
-__all__ = ["compile_cache_env", "compiled_programs", "user_cache"]
+import os
+
+__all__ = ["OFF", "PROGRAMS_MAX_BYTES", "compile_cache_env", "compiled_programs", "use_compiled_programs",
+           "user_cache"]
+
+#: The environment variable that turns the kept programs off: ``BNN_ZOO_JAX_CACHE=off``.
+OFF = "BNN_ZOO_JAX_CACHE"
+#: The most the kept programs take on disk: beyond it JAX deletes the least recently used.
+PROGRAMS_MAX_BYTES = 1 << 30
 
 
 def user_cache() -> Path:
@@ -46,3 +54,33 @@ def compile_cache_env() -> dict[str, str]:
         ``JAX_COMPILATION_CACHE_DIR`` and ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS``.
     """
     return {"JAX_COMPILATION_CACHE_DIR": str(compiled_programs()), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+
+
+def use_compiled_programs() -> bool:
+    """Keep JAX's compiled programs in :func:`compiled_programs`, so that a script run again skips XLA.
+
+    ``bnn_zoo.fit``, ``bnn_zoo.fit_many`` and every command call it. JAX
+    keys a kept program by its XLA graph, JAX's version and the XLA flags,
+    never by the data (the engine passes data as arguments), so a program
+    read back is the one a compilation would make. Every program is kept
+    however fast it compiled, the process's others too (JAX's setting is
+    the process's), at most :data:`PROGRAMS_MAX_BYTES` in all, the least
+    recently used deleted first. It takes effect from the process's first
+    compilation: a process that compiled before it keeps JAX's settings. A
+    folder the user gave JAX (``JAX_COMPILATION_CACHE_DIR``, ``jax.config``)
+    is kept, and ``BNN_ZOO_JAX_CACHE=off`` leaves JAX's settings as they are.
+
+    Returns
+    -------
+    bool
+        Whether JAX is set to keep compiled programs on disk.
+    """
+    import jax
+
+    if os.environ.get(OFF, "").lower() not in ("off", "0", "false", "no"):
+        if jax.config.jax_compilation_cache_dir is None:
+            jax.config.update("jax_compilation_cache_dir", str(compiled_programs()))
+            if jax.config.jax_compilation_cache_max_size == -1:
+                jax.config.update("jax_compilation_cache_max_size", PROGRAMS_MAX_BYTES)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    return jax.config.jax_compilation_cache_dir is not None
