@@ -143,10 +143,12 @@ def fit_laplace(model: pm.Model, spec: Laplace = Laplace(), *, steps: int = 20_0
         data = tuple(jnp.asarray(v.get_value()) for v in model.data_vars)
 
         log_p = density.flat_log_p(data, dtype)
-        value_and_grad = jax.jit(jax.value_and_grad(lambda z: -log_p(z)))
+        # The data as arguments, and the programs kept with the compiled model: a model of the same
+        # structure on other data (a second fit in the process) traces and compiles nothing again.
+        value_and_grad, hessian_on = _programs(density, dtype)
 
         def objective(z):
-            value, grad = value_and_grad(jnp.asarray(z, dtype))
+            value, grad = value_and_grad(jnp.asarray(z, dtype), data)
             return float(value), np.asarray(grad, dtype="float64")
 
         start = initial_mean(layout, point, random_seed, given_initvals(model)).astype("float64")
@@ -157,7 +159,9 @@ def fit_laplace(model: pm.Model, spec: Laplace = Laplace(), *, steps: int = 20_0
 
         newton_steps, modes = 0, None
         if curvature == "hessian":
-            hessian = jax.jit(jax.hessian(lambda z: -log_p(z)))
+            def hessian(z):
+                return hessian_on(z, data)
+
             found, lam, V, newton_steps = _climb(objective, hessian, start, steps, dtype, record)
             if spec.starts > 1:
                 modes = _modes(objective, hessian, start, (found, lam, V), spec.starts, steps, dtype, random_seed)
@@ -320,6 +324,17 @@ def _spanning(directions: np.ndarray, layout: Layout, most: int = 6) -> str:
     shares = sorted(((float(share[slot].sum()), name) for name, slot, _, _ in layout.slots), key=lambda s: -s[0])
     names = [name for value, name in shares if value >= 0.05] or [name for _, name in shares[:3]]
     return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _programs(density, dtype: str) -> tuple:
+    """``-log p``'s value and gradient, and its Hessian, at ``(z, data)``: compiled once per model structure."""
+    key = ("laplace", dtype)
+    if key not in density.jitted:
+        def neg_log_p(z, data):
+            return -density.flat_log_p(data, dtype)(z)
+
+        density.jitted[key] = (jax.jit(jax.value_and_grad(neg_log_p)), jax.jit(jax.hessian(neg_log_p)))
+    return density.jitted[key]
 
 
 def _low_rank(neg_log_p, mode: np.ndarray, rank: int, seed: int, dtype: str) -> tuple:
