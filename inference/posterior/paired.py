@@ -46,16 +46,17 @@ def paired(a: FitResult, b: FitResult, draws: int = qcheck.VERDICT_DRAWS, seed: 
     dict
         ``elbo`` (``[a, b]``: each :func:`~bnn_zoo.inference.posterior.restarts.draws_elbo`, NaN
         where a draw's density is not finite), ``elbo_se`` (the standard error of their paired
-        difference), ``q_pareto_k`` (``[a, b]``; an infinite or undefined k counts as
-        infinite), ``draws``, and ``a_worse``, which holds where
+        difference), ``q_pareto_k`` (``[a, b]``; an undefined k counts as
+        infinite), ``draws``, and ``a_worse``:
 
-        - ``a``'s ELBO is lower than ``b``'s (by more than :data:`ELBO_SES` standard errors): a
-          larger KL divergence from the posterior;
-        - or the ELBOs are equal and ``a``'s k is higher (by more than :data:`K_MARGIN`): the same
-          fit, with a heavier tail of importance ratios;
-        - or ``b`` passes PSIS's test (k at most
-          :data:`~bnn_zoo.inference.diagnostics.qcheck.K_WARN`) and ``a`` does not, whatever the
-          ELBOs: ``b``'s reweighted estimates are reliable, ``a``'s not.
+        - where one of them passes PSIS's test (k at most
+          :data:`~bnn_zoo.inference.diagnostics.qcheck.K_WARN`) and the other does not, the one
+          that fails is worse, whatever the ELBOs: only the other's reweighted estimates are
+          reliable;
+        - else ``a`` is worse where its ELBO is lower than ``b``'s (by more than :data:`ELBO_SES`
+          standard errors: a larger KL divergence from the posterior), or where the ELBOs are
+          equal and its k is higher (by more than :data:`K_MARGIN`: the same fit, with a heavier
+          tail of importance ratios).
     """
     ratios, elbo, ks = [], [], []
     for fit in (a, b):
@@ -64,9 +65,10 @@ def paired(a: FitResult, b: FitResult, draws: int = qcheck.VERDICT_DRAWS, seed: 
         ratios.append(log_p - log_q)
         elbo.append(draws_elbo(log_p, log_q)[0])
         k = qcheck.q_pareto_k(log_p, log_q)[0]
-        ks.append(float("inf") if not np.isfinite(k) else float(k))
+        ks.append(float("inf") if np.isnan(k) else float(k))  # -inf: q is the posterior to round-off
     se = draws_elbo(*ratios)[1]  # of the mean of a's ratio minus b's, draw by draw
     lower = not np.isfinite(elbo[0]) and np.isfinite(elbo[1]) or elbo[0] < elbo[1] - ELBO_SES * se
     equal = not lower and not elbo[0] > elbo[1] + ELBO_SES * se
-    worse = bool(lower or equal and ks[0] > ks[1] + K_MARGIN or ks[1] <= qcheck.K_WARN < ks[0])
+    passes = [k <= qcheck.K_WARN for k in ks]
+    worse = passes[1] if passes[0] != passes[1] else bool(lower or equal and ks[0] > ks[1] + K_MARGIN)
     return {"elbo": elbo, "elbo_se": se, "q_pareto_k": ks, "draws": int(draws), "a_worse": worse}
