@@ -23,14 +23,11 @@ from bnn_zoo.inference.compile.cost import cheap
 from bnn_zoo.inference.compile.jaxmodel import ModelFunction
 from bnn_zoo.inference.posterior.result import FitResult
 
-__all__ = ["MAP_BYTES", "MIN_CHUNK", "DrawMap", "draw_z", "evaluate_draws", "evaluate_z", "fit_list", "map_draws", "model_data"]
+__all__ = ["MAP_BYTES", "DrawMap", "draw_z", "evaluate_draws", "evaluate_z", "fit_list", "map_draws", "model_data"]
 
 #: Memory for the draws evaluated together, in bytes (:class:`DrawMap`): blocks of a few MB stay
 #: in the CPU's caches.
 MAP_BYTES = 8 * 2**20
-#: The fewest draws a compiled block takes: fewer draws are padded to it (the programs of tiny
-#: blocks are not compiled for every small draw count).
-MIN_CHUNK = 256
 
 
 class DrawMap:
@@ -45,10 +42,12 @@ class DrawMap:
     ones one compiled call per draw, because XLA's CPU backend runs
     convolutions several times slower inside a loop
     (docs/user_guide/engine.md). The compiled program takes a fixed number
-    of draws, a power of two (at least :data:`MIN_CHUNK`, at most what
+    of draws, a power of two (the draws' own power of two, at most what
     ``MAP_BYTES`` allows), and runs as often as the draws need, the last
-    time padded: 4,000, 8,000 and 32,000 draws share one program, where a
-    program for each count compiled again for each.
+    time padded: counts of draws up to one power of two share its program
+    (3,000 and 4,000 draws run as 4,096), and counts beyond what
+    ``MAP_BYTES`` holds share the largest, where a program for each count
+    compiled again for each.
 
     Parameters
     ----------
@@ -71,7 +70,7 @@ class DrawMap:
         if largest is None:
             outs = [self.one(jax.tree_util.tree_map(lambda a: a[i], per_draw), consts) for i in range(n)]
             return [jnp.stack(parts) for parts in zip(*outs)]
-        chunk = min(largest, max(MIN_CHUNK, 1 << (n - 1).bit_length()))
+        chunk = min(largest, 1 << (n - 1).bit_length())  # n's power of two: padding at most doubles the work
         parts = []
         for start in range(0, n, chunk):  # the last chunk padded with copies of its last draw
             piece = jax.tree_util.tree_map(lambda a: _padded(a[start:start + chunk], chunk), per_draw)
