@@ -313,7 +313,7 @@ def test_draws_evaluated_in_blocks_equal_draws_one_at_a_time(fitted, monkeypatch
     result.density.jitted.pop(key, None)
     blocked = evaluate_z(result, z, ["p"])["p"]
     draw_map = result.density.jitted[key]
-    [block] = draw_map.looped.values()  # a power of two: this network's draws (~250 KB each) in map_bytes
+    [block] = draw_map.block_draws.values()  # a power of two: this network's draws (~250 KB each) in map_bytes
     assert block & (block - 1) == 0 and 37 % block
     more = evaluate_z(result, np.concatenate([z, z[:13]]), ["p"])["p"]
     np.testing.assert_allclose(more, np.concatenate([blocked, blocked[:13]]), rtol=1e-12)
@@ -330,7 +330,7 @@ def test_draws_evaluated_in_blocks_equal_draws_one_at_a_time(fitted, monkeypatch
     monkeypatch.setattr(cost, "LOOP_BELOW_FLOPS", 0.0)
     result.density.jitted.pop(key)
     np.testing.assert_allclose(evaluate_z(result, z, ["p"])["p"], blocked, rtol=1e-12)
-    assert list(result.density.jitted[key].looped.values()) == [None]
+    assert list(result.density.jitted[key].block_draws.values()) == [None]
 
 
 def test_draws_of_values_alone_are_evaluated_in_one_loop():
@@ -344,8 +344,8 @@ def test_draws_of_values_alone_are_evaluated_in_one_loop():
     assert not cost.cheap(jax.jit(lambda a: a @ a.T).lower(np.ones((300, 300))))
     tree = draws_posterior(model, result.density, z)
     names = tuple(rv.name for rv in model.free_RVs)
-    looped = result.density.jitted[("evaluate", names)].looped
-    assert len(looped) == 1 and None not in looped.values()
+    blocks = result.density.jitted[("evaluate", names)].block_draws
+    assert len(blocks) == 1 and None not in blocks.values()
     np.testing.assert_array_equal(tree["posterior"]["w"].values[0], z)  # w's transform is the identity
 
 

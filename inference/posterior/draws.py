@@ -56,17 +56,17 @@ class DrawMap:
     """
 
     def __init__(self, fn):
-        self.fn, self.one, self.looped = fn, jax.jit(fn), {}
+        self.fn, self.one, self.block_draws = fn, jax.jit(fn), {}
         self.block = jax.jit(jax.vmap(fn, in_axes=(0, None)))  # a block of draws; one program per block size
 
     def __call__(self, per_draw, consts) -> list:
         first = jax.tree_util.tree_map(lambda a: a[0], per_draw)
         n = len(jax.tree_util.tree_leaves(per_draw)[0])
         shapes = str(jax.tree_util.tree_map(lambda a: (a.shape, a.dtype), (first, consts)))
-        if shapes not in self.looped:  # per draw's shape: the block's draws, or None where draws go one by one
-            self.looped[shapes] = (_block_draws(jax.make_jaxpr(self.fn)(first, consts).jaxpr)
-                                   if cheap(self.one.lower(first, consts)) else None)
-        largest = self.looped[shapes]
+        if shapes not in self.block_draws:  # per draw's shape: the block's draws, or None where draws go one by one
+            self.block_draws[shapes] = (_block_draws(jax.make_jaxpr(self.fn)(first, consts).jaxpr)
+                                        if cheap(self.one.lower(first, consts)) else None)
+        largest = self.block_draws[shapes]
         if largest is None:
             outs = [self.one(jax.tree_util.tree_map(lambda a: a[i], per_draw), consts) for i in range(n)]
             return [jnp.stack(parts) for parts in zip(*outs)]
