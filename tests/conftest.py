@@ -1,6 +1,7 @@
 import atexit
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -10,6 +11,11 @@ import pytest
 from bnn_zoo.cache import compile_cache_env
 
 ROOT = Path(__file__).resolve().parents[1]
+# A shell without job control starts a background job with SIGINT ignored, and every process
+# it starts inherits that (Python installs its KeyboardInterrupt handler only where SIGINT is
+# not ignored): the Ctrl-C tests need the default, here and in the commands they start.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 os.environ.setdefault("MPLBACKEND", "Agg")
 # JAX's compiled programs, every one of them, in the folder the commands keep them in (bnn-zoo's
 # user cache, `bnn_zoo.cache.compile_cache_env`), for the test processes, their workers and the
