@@ -1,6 +1,6 @@
 """ADVI's accuracy on models written outside this project, against NUTS, in one run.
 
-    pip install --no-deps "pymc-extras==0.15.1"   # optional: adds its fit_advi
+    pip install --no-deps "pymc-extras==0.15.1"   # optional: adds its fit_advi and fit_pathfinder
     python -m benchmarks.reference_posteriors [--models NAME,...] [--json FILE] [--markdown FILE]
 
 The models come from PyMC's example gallery and PyMC's own tests, with data inline, generated
@@ -20,7 +20,8 @@ and the ``pm.Minibatch`` BNN against the full-batch BNN's.
 Each model is fitted by ``bnn_zoo.fit`` (mean-field, low-rank, full-rank and Laplace, at their
 defaults; each with the Pareto k of its draws' importance ratios, ``bnn_zoo.sample``'s diagnostic),
 ``pm.fit`` (ADVI and FullRankADVI, at their defaults) and, where it is installed,
-pymc-extras' ``fit_advi`` (at its defaults), one after another in this process; each then
+pymc-extras' ``fit_advi`` (at its defaults) and ``fit_pathfinder`` (at its defaults, and with one
+path), one after another in this process; each then
 draws 4,000 posterior samples, as many as the reference has. Per model and method: the wall time, fit and draws included
 (compilation too); the largest error of a posterior mean over every scalar of every variable
 the reference has, in units of the reference sd; and the range of the ratio of sds.
@@ -338,6 +339,18 @@ def _pymc_extras(model, seed):
     return fit_advi(model, draws=DRAWS, random_seed=seed)["posterior"].to_dataset(), {}
 
 
+def _pathfinder(num_paths=None):
+    """pymc-extras' multi-path Pathfinder at its defaults (four paths), or with ``num_paths``;
+    ``num_draws=4000``, the draws it returns after importance resampling."""
+    def run(model, seed):
+        from pymc_extras.inference.pathfinder import fit_pathfinder
+
+        paths = {} if num_paths is None else {"num_paths": num_paths}
+        tree = fit_pathfinder(model=model, num_draws=DRAWS, random_seed=seed, progressbar=False, **paths)
+        return tree["posterior"].to_dataset(), {}
+    return run
+
+
 METHODS = {"bnn_zoo.fit (advi)": _bnn_zoo("advi"), "bnn_zoo.fit (lowrank_advi)": _bnn_zoo("lowrank_advi"),
            "bnn_zoo.fit (fullrank_advi)": _bnn_zoo("fullrank_advi"), "bnn_zoo.fit (laplace)": _bnn_zoo("laplace"),
            "bnn_zoo.fit (advi + centring)": _bnn_zoo("advi", centring=True),
@@ -347,7 +360,8 @@ METHODS = {"bnn_zoo.fit (advi)": _bnn_zoo("advi"), "bnn_zoo.fit (lowrank_advi)":
            "bnn_zoo.fit (auto)": _bnn_zoo("auto"), "auto then bnn_zoo.nuts": _handoff,
            "pm.sample (nuts on numpyro)": _nuts,
            "pm.fit (advi)": _pm_fit("advi"), "pm.fit (fullrank_advi)": _pm_fit("fullrank_advi"),
-           "pymc-extras fit_advi": _pymc_extras}
+           "pymc-extras fit_advi": _pymc_extras, "pymc-extras fit_pathfinder": _pathfinder(),
+           "pymc-extras fit_pathfinder (1 path)": _pathfinder(num_paths=1)}
 
 
 def errors(draws: xr.Dataset, ref) -> dict:
