@@ -1,4 +1,5 @@
 import atexit
+import dataclasses
 import os
 import shutil
 import signal
@@ -36,6 +37,15 @@ def command_env(**extra) -> dict:
             "HOME": os.environ.get("HOME", "/tmp"),
             **{k: os.environ[k] for k in compile_cache_env()},
             **extra}
+
+
+def without_figures(command):
+    """A toy command (``bnn_zoo.experiments.toy.priors.experiment``) whose runs draw no figures (the
+    uncertainty map and its grid, LOO-PIT, reliability, psense): the same flags, fits, records and
+    DataTrees, for tests whose subject is not a figure."""
+    return dataclasses.replace(command, configs=lambda args: [
+        dataclasses.replace(c, uncertainty_map=False, sensitivity_plot=False, grid=False)
+        for c in command.configs(args)])
 
 
 # --- MNIST fixture: the first 600 training / 200 test examples (tests/data/make_mnist_tiny.py)

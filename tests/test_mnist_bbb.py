@@ -11,7 +11,7 @@ import xarray as xr
 from bnn_zoo.data import mnist as mnist_data
 from bnn_zoo.evaluation.pruning import FRACTIONS, cutoff, keep_mask, prune_table, pruning_masks
 from bnn_zoo.experiments.mnist import bbb as mnist_bbb
-from tests.conftest import command_env
+from tests.conftest import MNIST_TINY, command_env
 
 QUICK = ["--epochs", "2", "--batch-size", "50", "--draws", "3", "--no-progress"]
 
@@ -126,24 +126,43 @@ def test_bad_arguments_exit_2_with_one_line_and_write_nothing(data_copy, tmp_pat
     assert not (tmp_path / "out").exists() and not (tmp_path / "fig").exists()
 
 
-def test_resume_refuses_a_checkpoint_fitted_under_other_settings(data_copy, tmp_path, capsys):
+@pytest.fixture(scope="module")
+def one_epoch(tmp_path_factory):
+    """One epoch of QUICK's fit (Gaussian prior, fixed scale: 10 steps, 500 training images in batches
+    of 50), made once for the tests below. Use :func:`finished`'s copy."""
+    folder = tmp_path_factory.mktemp("bbb")
+    shutil.copytree(MNIST_TINY, folder / "mnist")
+    sums = dict(line.split()[::-1] for line in (MNIST_TINY / "SHA256SUMS.raw.txt").read_text().splitlines())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(mnist_data, "CHECKSUMS", sums)
+        assert run(folder, "--epochs", "1") == 0
+    return folder
+
+
+@pytest.fixture
+def finished(data_copy, one_epoch, tmp_path):
+    """A copy of :func:`one_epoch`'s run folder and figures in ``tmp_path`` (beside ``data_copy``)."""
+    for name in ("out", "fig"):
+        shutil.copytree(one_epoch / name, tmp_path / name)
+    return tmp_path / "out" / "mnist_bbb_2x400" / "gaussian-fixed-s0"
+
+
+def test_resume_refuses_a_checkpoint_fitted_under_other_settings(finished, tmp_path, capsys):
     # The objective's settings are in the checkpoint's fingerprint: the prior's scale (a
     # constant of the model's graph) and the data as normalised (a hash of the values).
-    assert run(tmp_path, "--limit-train", "100") == 0
-    target = tmp_path / "out" / "mnist_bbb_2x400" / "gaussian-fixed-s0"
+    target = finished  # one epoch of QUICK's fit
     before = (target / "metrics.json").read_bytes()
     capsys.readouterr()
     for extra, message in ((["--prior-scale", "2"], "the model differs"),
                            (["--normalize", "255"], "the values of data 'X' differ")):
-        assert run(tmp_path, "--limit-train", "100", "--resume", *extra) == 2
+        assert run(tmp_path, "--epochs", "1", "--resume", *extra) == 2
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1
     assert (target / "metrics.json").read_bytes() == before
 
 
-def test_a_diverged_fit_can_be_resumed_with_a_smaller_learning_rate(data_copy, tmp_path, capsys):
-    assert run(tmp_path, "--epochs", "1") == 0  # 10 steps: 500 training images in batches of 50
-    target = tmp_path / "out" / "mnist_bbb_2x400" / "gaussian-fixed-s0"
+def test_a_diverged_fit_can_be_resumed_with_a_smaller_learning_rate(finished, tmp_path, capsys):
+    target = finished  # --epochs 1: 10 steps, 500 training images in batches of 50
     capsys.readouterr()
     assert run(tmp_path, "--epochs", "3", "--resume", "--lr", "1000") == 1
     err = capsys.readouterr().err
@@ -163,7 +182,8 @@ def test_a_run_killed_and_resumed_ends_where_an_uninterrupted_one_does(data_copy
     import sys
     import time
 
-    args = ["--data-dir", str(data_copy), "--epochs", "30", "--batch-size", "50", "--draws", "3",
+    # 100 steps, a checkpoint every 10: killed at the first, 90 steps and the evaluation before the end
+    args = ["--data-dir", str(data_copy), "--epochs", "10", "--batch-size", "50", "--draws", "3",
             "--checkpoint-every", "10", "--no-progress", "--figures", str(tmp_path / "fig")]
     script = ("import sys; from bnn_zoo.data import mnist; mnist.CHECKSUMS.update(%r); "
               "from bnn_zoo.experiments.mnist import bbb; sys.exit(bbb.main(sys.argv[1:]))"
@@ -182,6 +202,6 @@ def test_a_run_killed_and_resumed_ends_where_an_uninterrupted_one_does(data_copy
     assert mnist_bbb.main([*args, "--out", str(tmp_path / "whole")]) == 0
     finals = [xr.open_dataset(d / "mnist_bbb_2x400" / "gaussian-fixed-s0" / "variational.nc").load()
               for d in (killed, tmp_path / "whole")]
-    assert int(json.loads(finals[0].attrs["history"])[0][0]) == 0 and finals[0]["elbo"].size == 300
+    assert int(json.loads(finals[0].attrs["history"])[0][0]) == 0 and finals[0]["elbo"].size == 100
     for name in finals[1].data_vars:
         np.testing.assert_array_equal(finals[0][name].values, finals[1][name].values)

@@ -1,5 +1,7 @@
 """The Bayesian CNN: model structure, forward pass, and the experiment script on the MNIST fixture."""
 
+import contextlib
+import io
 import json
 import shutil
 
@@ -16,6 +18,7 @@ from bnn_zoo.data import mnist as mnist_data
 from bnn_zoo.experiments.mnist import cnn as mnist_cnn
 from bnn_zoo.inference.compile.jaxmodel import Layout, compile_model
 from bnn_zoo.models.cnn import cnn_classifier
+from tests.conftest import MNIST_TINY
 
 # A small network: CI fits a few steps of it, never the full-size one on full MNIST.
 SMALL = ["--channels", "3", "4", "--dense", "8", "--batch-size", "50", "--draws", "5",
@@ -103,8 +106,30 @@ def data_copy(tiny, tmp_path):
     return tmp_path / "mnist"
 
 
-def test_script_writes_the_output_contract_and_resumes(data_copy, tmp_path, capsys):
-    assert run(tmp_path, "--checkpoint-every", "3") == 0
+@pytest.fixture(scope="module")
+def one_epoch(tmp_path_factory):
+    """One epoch of the small network on the fixture (10 steps of 50 images, a checkpoint every 3
+    steps), made once for the tests below, and what it printed. Use :func:`finished`'s copy."""
+    folder = tmp_path_factory.mktemp("cnn")
+    shutil.copytree(MNIST_TINY, folder / "mnist")
+    sums = dict(line.split()[::-1] for line in (MNIST_TINY / "SHA256SUMS.raw.txt").read_text().splitlines())
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(printed):
+        mp.setattr(mnist_data, "CHECKSUMS", sums)
+        assert run(folder, "--checkpoint-every", "3") == 0
+    return folder, printed.getvalue()
+
+
+@pytest.fixture
+def finished(tiny, one_epoch, tmp_path):
+    """A copy of :func:`one_epoch`'s data, run folder and figures in ``tmp_path``, and what the run printed."""
+    folder, printed = one_epoch
+    shutil.copytree(folder, tmp_path, dirs_exist_ok=True)
+    return printed
+
+
+def test_script_writes_the_output_contract_and_resumes(finished, tmp_path):
+    # the run: one epoch, --checkpoint-every 3 (one_epoch)
     target = tmp_path / "out" / "mnist_cnn" / "normal-inversegamma-s0"
     metrics = json.loads((target / "metrics.json").read_text())
     for key in ("accuracy", "test_error", "nll", "brier", "ece", "epochs", "draws",
@@ -113,7 +138,7 @@ def test_script_writes_the_output_contract_and_resumes(data_copy, tmp_path, caps
     assert metrics["test_error"] == pytest.approx(1 - metrics["accuracy"])
     assert metrics["n_train"] == 500 and metrics["n_test"] == 200 and metrics["steps"] == 10
     per_image = pd.read_csv(target / "per_image.csv")
-    assert len(per_image) == 200 and (per_image["label"] == mnist_data.load(data_copy).y_test).all()
+    assert len(per_image) == 200 and (per_image["label"] == mnist_data.load(tmp_path / "mnist").y_test).all()
     accuracy = (per_image["label"] == per_image["predicted"]).mean()
     assert accuracy == pytest.approx(metrics["accuracy"])
     table = pd.read_csv(target / "reliability.csv")
@@ -124,7 +149,7 @@ def test_script_writes_the_output_contract_and_resumes(data_copy, tmp_path, caps
     figures = sorted(p.name for p in (tmp_path / "fig" / "mnist_cnn").iterdir())
     assert figures == [f"{f}_normal-inversegamma.png" for f in
                        ("confident_mistakes", "elbo", "least_confident", "reliability", "variance_vs_error")]
-    assert "test error" in capsys.readouterr().out
+    assert "test error" in finished
 
     # --resume on a finished run re-evaluates its saved state without refitting.
     assert run(tmp_path, "--resume") == 0
@@ -132,15 +157,14 @@ def test_script_writes_the_output_contract_and_resumes(data_copy, tmp_path, caps
     assert again["resumed_at_step"] == 10 and again["accuracy"] == metrics["accuracy"]
 
 
-def test_resume_continues_an_interrupted_fit(data_copy, tmp_path):
-    assert run(tmp_path, "--limit-train", "100") == 0  # 2 steps of 50
-    target = tmp_path / "out" / "mnist_cnn" / "normal-inversegamma-s0"
+def test_resume_continues_an_interrupted_fit(finished, tmp_path):
+    target = tmp_path / "out" / "mnist_cnn" / "normal-inversegamma-s0"  # one epoch: 10 steps of 50
     # Pretend the two-epoch fit below was interrupted after its first epoch.
     shutil.move(target / "variational.nc", target.parent / f"{target.name}.checkpoint.nc")
     shutil.rmtree(target)
-    assert run(tmp_path, "--limit-train", "100", "--epochs", "2", "--resume") == 0
+    assert run(tmp_path, "--epochs", "2", "--resume") == 0
     metrics = json.loads((target / "metrics.json").read_text())
-    assert metrics["resumed_at_step"] == 2 and metrics["steps"] == 4
+    assert metrics["resumed_at_step"] == 10 and metrics["steps"] == 20
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -186,11 +210,10 @@ def test_corrupt_or_missing_data_exit_2(data_copy, tmp_path, capsys, tiny_checks
     assert "put the four IDX files there" in capsys.readouterr().err
 
 
-def test_resume_from_another_architecture_exits_2(data_copy, tmp_path, capsys):
-    assert run(tmp_path, "--limit-train", "100") == 0
-    target = tmp_path / "out" / "mnist_cnn" / "normal-inversegamma-s0"
+def test_resume_from_another_architecture_exits_2(finished, tmp_path, capsys):
+    target = tmp_path / "out" / "mnist_cnn" / "normal-inversegamma-s0"  # one epoch of channels 3, 4
     before = (target / "metrics.json").read_bytes()
-    assert run(tmp_path, "--limit-train", "100", "--channels", "3", "5", "--resume") == 2
+    assert run(tmp_path, "--channels", "3", "5", "--resume") == 2
     err = capsys.readouterr().err
     assert "different fit" in err and "W_1" in err and len(err.strip().splitlines()) == 1
     assert (target / "metrics.json").read_bytes() == before  # the finished run is untouched

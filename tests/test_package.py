@@ -47,8 +47,8 @@ def test_a_folder_with_its_own_models_and_data_packages(tmp_path):
                           text=True, env=command_env(), timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["bnn_zoo.models", "bnn_zoo.data.toy"]
-    proc = subprocess.run(["bnn-zoo", "moons", "--steps", "500", "--draws", "50", "--restarts", "1",
-                           "--no-progress"],
+    proc = subprocess.run(["bnn-zoo", "moons", "--steps", "200", "--draws", "30", "--n-train", "50", "--n-test",
+                           "20", "--restarts", "1", "--no-progress"],
                           cwd=tmp_path, capture_output=True, text=True, env=command_env(), timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "results" / "moons" / "normal-inversegamma-s0" / "idata.nc").is_file()
