@@ -58,11 +58,16 @@ def mnist_tiny_dir() -> Path:
     return MNIST_TINY
 
 
-@pytest.fixture
-def tiny_checksums() -> dict[str, str]:
+def mnist_tiny_sums() -> dict[str, str]:
     """Raw file name -> sha256 of its decompressed content, from the fixture's SHA256SUMS.raw.txt."""
     sums = {}
     for line in (MNIST_TINY / "SHA256SUMS.raw.txt").read_text().splitlines():
         digest, name = line.split()
         sums[name] = digest
     return sums
+
+
+@pytest.fixture
+def tiny_checksums() -> dict[str, str]:
+    """:func:`mnist_tiny_sums`, as a fixture."""
+    return mnist_tiny_sums()

@@ -11,7 +11,7 @@ import xarray as xr
 from bnn_zoo.data import mnist as mnist_data
 from bnn_zoo.evaluation.pruning import FRACTIONS, cutoff, keep_mask, prune_table, pruning_masks
 from bnn_zoo.experiments.mnist import bbb as mnist_bbb
-from tests.conftest import MNIST_TINY, command_env
+from tests.conftest import MNIST_TINY, command_env, mnist_tiny_sums
 
 QUICK = ["--epochs", "2", "--batch-size", "50", "--draws", "3", "--no-progress"]
 
@@ -132,9 +132,8 @@ def one_epoch(tmp_path_factory):
     of 50), made once for the tests below. Use :func:`finished`'s copy."""
     folder = tmp_path_factory.mktemp("bbb")
     shutil.copytree(MNIST_TINY, folder / "mnist")
-    sums = dict(line.split()[::-1] for line in (MNIST_TINY / "SHA256SUMS.raw.txt").read_text().splitlines())
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(mnist_data, "CHECKSUMS", sums)
+        mp.setattr(mnist_data, "CHECKSUMS", mnist_tiny_sums())
         assert run(folder, "--epochs", "1") == 0
     return folder
 

@@ -18,7 +18,7 @@ from bnn_zoo.data import mnist as mnist_data
 from bnn_zoo.experiments.mnist import cnn as mnist_cnn
 from bnn_zoo.inference.compile.jaxmodel import Layout, compile_model
 from bnn_zoo.models.cnn import cnn_classifier
-from tests.conftest import MNIST_TINY
+from tests.conftest import MNIST_TINY, mnist_tiny_sums
 
 # A small network: CI fits a few steps of it, never the full-size one on full MNIST.
 SMALL = ["--channels", "3", "4", "--dense", "8", "--batch-size", "50", "--draws", "5",
@@ -112,10 +112,9 @@ def one_epoch(tmp_path_factory):
     steps), made once for the tests below, and what it printed. Use :func:`finished`'s copy."""
     folder = tmp_path_factory.mktemp("cnn")
     shutil.copytree(MNIST_TINY, folder / "mnist")
-    sums = dict(line.split()[::-1] for line in (MNIST_TINY / "SHA256SUMS.raw.txt").read_text().splitlines())
     printed = io.StringIO()
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(printed):
-        mp.setattr(mnist_data, "CHECKSUMS", sums)
+        mp.setattr(mnist_data, "CHECKSUMS", mnist_tiny_sums())
         assert run(folder, "--checkpoint-every", "3") == 0
     return folder, printed.getvalue()
 
