@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import arviz as az
@@ -229,7 +230,7 @@ def test_toy_command_checks_its_data_sets(tmp_path):
 def test_compilation_cache_folder(monkeypatch, tmp_path):
     import jax
 
-    from bnn_zoo.cache import PROGRAMS_MAX_BYTES, use_compiled_programs
+    from bnn_zoo.cache import use_compiled_programs
 
     saved = {k: getattr(jax.config, k) for k in ("jax_compilation_cache_dir", "jax_compilation_cache_max_size",
                                                   "jax_persistent_cache_min_compile_time_secs")}
@@ -244,7 +245,8 @@ def test_compilation_cache_folder(monkeypatch, tmp_path):
         monkeypatch.delenv("BNN_ZOO_JAX_CACHE")
         assert use_compiled_programs()
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "bnn-zoo" / "jax")
-        assert jax.config.jax_compilation_cache_max_size == PROGRAMS_MAX_BYTES
+        assert jax.config.jax_compilation_cache_max_size == -1  # no listing of the folder at every write
+        assert (tmp_path / "bnn-zoo" / "jax" / ".trimmed").is_file()  # trimmed here instead, once a day
         jax.config.update("jax_compilation_cache_dir", str(tmp_path / "mine"))  # the user's choice
         assert use_compiled_programs()
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "mine")
@@ -252,6 +254,21 @@ def test_compilation_cache_folder(monkeypatch, tmp_path):
     finally:
         for k, v in saved.items():
             jax.config.update(k, v)
+
+
+def test_the_least_recently_used_programs_go_first_and_once_a_day(tmp_path):
+    from bnn_zoo.cache import trim_compiled_programs
+
+    now = time.time()
+    for age, name in enumerate(["newest", "used", "middle", "oldest"]):
+        (tmp_path / f"{name}-cache").write_bytes(b"x" * 100)
+        os.utime(tmp_path / f"{name}-cache", (now - 60 - 3600 * age, now - 60 - 3600 * age))
+    (tmp_path / "oldest-atime").write_bytes(b"12345678")  # JAX's own bookkeeping for a program goes with it
+    os.utime(tmp_path / "used-cache", (now, now - 9000))  # read a moment ago: its access time counts
+    assert trim_compiled_programs(tmp_path, max_bytes=250) == [tmp_path / "oldest-cache", tmp_path / "middle-cache"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".trimmed", "newest-cache", "used-cache"]
+    assert trim_compiled_programs(tmp_path, max_bytes=50) == []  # trimmed less than a day ago: not listed
+    assert trim_compiled_programs(tmp_path, max_bytes=150, every=0) == [tmp_path / "newest-cache"]
 
 
 def test_xla_flags_keep_the_users(monkeypatch):
