@@ -69,9 +69,9 @@ def _prepared(idata: DataTree, model, caller: str) -> DataTree:
                       "power-scaling sensitivities are unreliable (a '✓' can hide a prior-sensitive quantity); "
                       f"refit with {instead}", ApproximationWarning, stacklevel=3)
     if "log_prior" not in idata.children:
-        import pymc as pm
+        from bnn_zoo.inference.posterior.log_prior import add_log_prior  # the engine: loaded when used
 
-        pm.stats.compute_log_prior(idata, model=model, progressbar=False)
+        add_log_prior(idata, model)
     return idata
 
 
@@ -85,7 +85,8 @@ def prior_sensitivity(idata: DataTree, model=None, var_names=None) -> "pandas.Da
         ``pm.sample``'s after ``pm.compute_log_likelihood``).
     model : pymc.Model, optional
         The model, to add the ``log_prior`` group where ``idata`` lacks it (its free variables'
-        log densities, by ``pymc.stats.compute_log_prior``; ``idata`` gains the group).
+        log densities, as ``pymc.stats.compute_log_prior`` computes them, by
+        :func:`~bnn_zoo.inference.posterior.log_prior.add_log_prior`; ``idata`` gains the group).
     var_names : list of str, optional
         The posterior variables to judge (default: all of them, deterministics included).
 

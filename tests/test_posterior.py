@@ -393,3 +393,25 @@ def test_an_unknown_method_lists_every_method_fit_takes():
     with pytest.raises(ValueError, match=r"valid: advi, lowrank_advi, fullrank_advi, bnn_zoo.MeanField\(\.\.\.\), "
                        r"bnn_zoo.LowRank\(\.\.\.\) or bnn_zoo.FullRank\(\.\.\.\) "):
         bnn_zoo.fit_many([model], method="nope")  # fit_many takes no Laplace, and does not list it
+
+
+def test_the_log_prior_group_is_pymcs_in_one_program(fitted):
+    """add_log_prior gives pm.stats.compute_log_prior's group (the network's Laplace weights and HalfNormal
+    scales), and a model with a multivariate prior gets PyMC's own."""
+    from bnn_zoo.inference.posterior.log_prior import add_log_prior
+
+    _, result, idata = fitted
+    ours = add_log_prior(idata.copy(), result.model)["log_prior"]
+    pymc = pm.stats.compute_log_prior(idata.copy(), model=result.model, progressbar=False,
+                                      extend_inferencedata=False)
+    assert sorted(ours.data_vars) == sorted(pymc.data_vars) and len(ours.data_vars) == 9  # W, b, scale x 3
+    for name in pymc.data_vars:
+        assert ours[name].dims == pymc[name].dims
+        np.testing.assert_allclose(ours[name].values, pymc[name].values, rtol=1e-12, atol=1e-12)
+    with pm.Model() as mv:
+        x = pm.MvNormal("x", np.zeros(2), np.eye(2))
+        pm.Normal("y", x.sum(), 1.0, observed=0.3)
+    draws = az.from_dict({"posterior": {"x": np.random.default_rng(0).normal(size=(1, 20, 2))}})
+    logp = add_log_prior(draws, mv)["log_prior"]["x"]
+    np.testing.assert_allclose(logp.values[0], st.multivariate_normal(np.zeros(2), np.eye(2)).logpdf(
+        draws["posterior"]["x"].values[0]), rtol=1e-12)
