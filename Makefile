@@ -32,7 +32,9 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/bnn-zoo moons
 
 test: $(VENV)/.installed
-	$(VENV)/bin/python -m pytest -q -n 2
+	@# worksteal: a worker that runs out takes queued tests from the other, so that neither waits
+	@# at the end while the other works through tests handed to it in advance.
+	$(VENV)/bin/python -m pytest -q -n 2 --dist worksteal
 
 docs: $(VENV)/.docs-installed
 	$(VENV)/bin/python docs/run_notebooks.py
