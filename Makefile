@@ -32,9 +32,7 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/bnn-zoo moons
 
 test: $(VENV)/.installed
-	@# worksteal: a worker that runs out takes queued tests from the other, so that neither waits
-	@# at the end while the other works through tests handed to it in advance.
-	$(VENV)/bin/python -m pytest -q -n 2 --dist worksteal
+	$(VENV)/bin/python -m pytest -q -n 2
 
 docs: $(VENV)/.docs-installed
 	$(VENV)/bin/python docs/run_notebooks.py

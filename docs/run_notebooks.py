@@ -7,7 +7,9 @@ reader, working folder, timeout and kernel), and puts each executed notebook int
 jupyter-cache, keyed by its code, where the build then finds it. A notebook already cached for
 its code is not run again. One that fails is left out of the cache: the build runs it itself and
 reports its error as it always does, so this step changes when a notebook runs, never whether
-the build sees its failure.
+the build sees its failure. The longest start first, by the seconds each took in the last run on
+this machine (kept in bnn-zoo's user cache, ``notebook_seconds.json``), so that the last to end
+is a short one; a notebook never timed here goes first, the others after it alphabetically.
 
     python docs/run_notebooks.py [--jobs N]
 """
@@ -15,6 +17,7 @@ the build sees its failure.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -29,6 +32,18 @@ import notebook_settings as settings  # noqa: E402  (conf.py's too: the cache, t
 def notebooks() -> list[Path]:
     """The gallery's notebooks: the Markdown files with a Jupyter kernel in their front matter."""
     return sorted(p for p in (HERE / "examples").glob("*.md") if "\nkernelspec:" in p.read_text()[:400])
+
+
+def seconds_file() -> Path:
+    """Where the seconds each notebook took are kept: bnn-zoo's user cache (not the checkout)."""
+    from bnn_zoo.cache import user_cache
+
+    return user_cache() / "notebook_seconds.json"
+
+
+def longest_first(paths: list[Path], seconds: dict[str, float]) -> list[Path]:
+    """``paths``, the longest by ``seconds`` (name -> seconds) first; an untimed one before all."""
+    return sorted(paths, key=lambda p: (-seconds.get(p.name, float("inf")), p.name))
 
 
 def read(path: Path):
@@ -71,9 +86,14 @@ def main(argv=None) -> int:
             cache.match_cache_notebook(read(path))
         except KeyError:
             todo.append(path)
+    try:
+        timed = json.loads(seconds_file().read_text())
+    except (OSError, ValueError):  # never run here, or a file that is not ours
+        timed = {}
+    timed = {k: v for k, v in timed.items() if isinstance(v, (int, float))} if isinstance(timed, dict) else {}
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        for future in as_completed([pool.submit(execute, p) for p in todo]):
+        for future in as_completed([pool.submit(execute, p) for p in longest_first(todo, timed)]):
             path, nb, seconds, error = future.result()
             name = Path(path).relative_to(HERE)
             if error is not None:
@@ -84,6 +104,13 @@ def main(argv=None) -> int:
                                                       data={"execution_seconds": seconds}),
                                         check_validity=False, overwrite=True)
             print(f"run_notebooks.py: {name} in {seconds:.1f} s", flush=True)
+            timed[Path(path).name] = round(seconds, 1)
+    if todo:
+        keep = seconds_file()
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        staged = keep.with_name(f".{keep.name}.{os.getpid()}")
+        staged.write_text(json.dumps(timed, indent=1, sort_keys=True))
+        staged.replace(keep)  # whole or not at all
     print(f"run_notebooks.py: {len(todo)} notebooks in {time.perf_counter() - t0:.1f} s "
           f"({len(notebooks()) - len(todo)} cached), {args.jobs} at a time")
     return 0

@@ -155,3 +155,18 @@ def test_every_gallery_notebook_is_in_the_gallery():
     for stem in notebooks:
         assert re.search(rf"^{stem}$", index, re.M), f"{stem} is missing from the gallery's toctree"
         assert "kernelspec:" in (gallery / f"{stem}.md").read_text(), f"{stem} is not a MyST notebook"
+
+
+def test_the_gallery_runs_its_longest_notebook_first():
+    """docs/run_notebooks.py starts notebooks by the seconds they took last time, longest first and an
+    untimed one before all, so that the last to end is a short one (in a process of its own: the
+    script sets the notebooks' environment)."""
+    import subprocess
+    import sys
+
+    check = ("import sys; from pathlib import Path; sys.path.insert(0, 'docs'); import run_notebooks as r;"
+             "paths = [Path(n) for n in ('a.md', 'b.md', 'c.md', 'd.md')];"
+             "print([p.name for p in r.longest_first(paths, {'a.md': 10.0, 'b.md': 70.0, 'c.md': 5.0})])")
+    proc = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "['d.md', 'b.md', 'a.md', 'c.md']"
