@@ -26,7 +26,7 @@ from pytensor.tensor.math import variadic_add
 
 from bnn_zoo.inference.compile import jax_fixes
 
-__all__ = ["MEMO_SIZE", "clear_memo", "jaxify", "log_terms", "memoized", "with_data_inputs"]
+__all__ = ["MEMO_SIZE", "clear_memo", "jaxify", "log_terms", "memoized", "shared_as_constants", "with_data_inputs"]
 
 
 def jaxify(inputs: list, outputs: list) -> Callable:
@@ -91,10 +91,29 @@ def with_data_inputs(model: pm.Model, outputs: list) -> tuple[list, list]:
     batch = [pt.tensor(name=f"{c.name}_batch", dtype=c.dtype, shape=(None, *c.type.shape[1:]) if c.type.ndim else ())
              for c in containers]  # a scalar container (a scalar's learned-centring lambda) has no rows
     outputs = graph_replace(outputs, dict(zip(containers, batch)), strict=False)
-    # As pymc.sampling.jax's helper does; importing that module would rewrite the
-    # user's XLA_FLAGS (it forces 100 host devices).
+    return batch, shared_as_constants(outputs)
+
+
+def shared_as_constants(outputs: list) -> list:
+    """The graphs ``outputs`` with every shared variable they read replaced by a constant of its value.
+
+    As pymc.sampling.jax's helper does; importing that module would rewrite the user's
+    XLA_FLAGS (it forces 100 host devices).
+
+    Parameters
+    ----------
+    outputs : list of pytensor.graph.basic.Variable
+        Graphs.
+
+    Returns
+    -------
+    list of pytensor.graph.basic.Variable
+        ``outputs`` itself when they read no shared variable, else new graphs.
+    """
     shared = [v for v in graph_inputs(outputs) if isinstance(v, SharedVariable)]
-    return batch, clone_replace(outputs, {v: pt.constant(v.get_value(borrow=True)) for v in shared})
+    if not shared:
+        return outputs
+    return clone_replace(outputs, {v: pt.constant(v.get_value(borrow=True)) for v in shared})
 
 
 #: Compiled models kept for reuse by :func:`memoized`.

@@ -11,14 +11,10 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pymc as pm
-import pytensor.tensor as pt
 from pymc.model.transform.conditioning import remove_value_transforms
-from pytensor.compile.sharedvalue import SharedVariable
-from pytensor.graph.replace import clone_replace
-from pytensor.graph.traversal import graph_inputs
 from xarray import DataTree
 
-from bnn_zoo.inference.compile.graphs import jaxify
+from bnn_zoo.inference.compile.graphs import jaxify, shared_as_constants
 
 __all__ = ["add_log_prior"]
 
@@ -63,10 +59,7 @@ def add_log_prior(idata: DataTree, model: pm.Model) -> DataTree:
     if any(out.ndim != value.ndim for out, value in zip(outputs, values)):  # not elementwise: PyMC's way
         pm.stats.compute_log_prior(idata, model=model, progressbar=False)
         return idata
-    shared = [v for v in graph_inputs(outputs) if isinstance(v, SharedVariable)]
-    if shared:  # data a prior depends on: constants of the program
-        outputs = clone_replace(outputs, {v: pt.constant(v.get_value(borrow=True)) for v in shared})
-    fn = jaxify(values, outputs)
+    fn = jaxify(values, shared_as_constants(outputs))  # data a prior reads: constants of the program
     chains, draws = posterior.sizes["chain"], posterior.sizes["draw"]
     args = [np.asarray(posterior[rv.name].values, dtype=value.dtype).reshape(chains * draws, *posterior[rv.name].shape[2:])
             for rv, value in zip(free, values)]
