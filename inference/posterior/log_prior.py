@@ -63,7 +63,7 @@ def add_log_prior(idata: DataTree, model: pm.Model) -> DataTree:
     chains, draws = posterior.sizes["chain"], posterior.sizes["draw"]
     args = [np.asarray(posterior[rv.name].values, dtype=value.dtype).reshape(chains * draws, *posterior[rv.name].shape[2:])
             for rv, value in zip(free, values)]
-    logp = jax.jit(jax.vmap(lambda *a: fn(*a)))(*args)
+    logp = jax.jit(jax.vmap(fn))(*args)
     group = posterior.to_dataset()[[rv.name for rv in free]].copy()
     for rv, lp in zip(free, logp):
         group[rv.name] = (posterior[rv.name].dims, np.asarray(lp, dtype="float64").reshape(posterior[rv.name].shape))
