@@ -11,7 +11,9 @@ passes its test (:data:`~bnn_zoo.inference.methods.RUNGS`):
    :data:`~bnn_zoo.inference.defaults.AUTO_FULL_RANK_MAX` values, low rank
    above), started from the Laplace fit where that reached its mode (its
    whole factor: what gets full rank to a badly conditioned posterior), else
-   from its own start.
+   from its own start. It stops once converged (``fit_advi``'s ``until_converged``: the
+   convergence test every :data:`~bnn_zoo.inference.defaults.CONVERGED_CHECK_EVERY` steps,
+   then the iterates averaged over as many steps again).
 3. ``"centring"``: the same Gaussian with learned centring
    (:mod:`~bnn_zoo.inference.families.centring`), where the model has a hierarchical
    location-scale variable: a funnel in one form is often close to Gaussian
@@ -155,7 +157,8 @@ def _gaussian(model: pm.Model, laplace: FitResult | None, steps: int, seed: int,
     if centring or method == "lowrank_advi":
         start = None  # another space (the rewritten model's), or only the marginal sds: its own start
     spec = methods.FullRank(centring=centring) if method == "fullrank_advi" else methods.LowRank(centring=centring)
-    return fit_advi(model, method=spec, init=start, steps=steps, random_seed=seed, progressbar=progressbar)
+    return fit_advi(model, method=spec, init=start, steps=steps, random_seed=seed, progressbar=progressbar,
+                    until_converged=True)
 
 
 def fit_auto(model: pm.Model, spec: Auto = Auto(), *, steps: int = defaults.STEPS, random_seed: int = 0,
@@ -169,7 +172,8 @@ def fit_auto(model: pm.Model, spec: Auto = Auto(), *, steps: int = defaults.STEP
     spec : Auto, default Auto()
         The time budget and the draws of the test.
     steps : int, default 20000
-        Each rung's steps (L-BFGS's most iterations; ADVI's steps).
+        Each rung's most steps (L-BFGS's iterations; the Gaussian rungs', which stop once
+        converged; the flow's).
     random_seed : int, default 0
         Seeds every rung and its test's draws.
     progressbar : bool, default False

@@ -30,6 +30,9 @@ AVERAGE = 0.5
 INIT_STD = 0.01
 #: Steps between two checkpoints.
 CHECKPOINT_EVERY = 500
+#: A fit that stops once converged (``method="auto"``'s ADVI rungs) tests its ELBO trace every this
+#: many steps, from twice as many: the convergence test's window is at least this long.
+CONVERGED_CHECK_EVERY = 1000
 #: Posterior draws for predictions and PSIS-LOO (the commands' ``--draws``).
 DRAWS = 500
 #: Fits from other initial means, of which the best runs on (``fit_many``'s ``restarts``).

@@ -186,6 +186,41 @@ def test_optax_optimizers_and_schedules():
     assert result.config["optimizer"] == "optax transformation"
 
 
+@pytest.mark.parametrize("average", [0.5, 0.0])
+def test_a_fit_until_converged_stops_at_its_first_pass_after_averaging(average):
+    """until_converged (auto's ADVI rungs): the convergence test every CONVERGED_CHECK_EVERY steps from
+    twice that; at the first pass, step i, the iterates are averaged over i steps more (average 0.5) or
+    none (0), and the fit ends there: its trace is the steps taken, and the averaged q the conjugate
+    posterior."""
+    from bnn_zoo.inference import defaults
+    from bnn_zoo.inference.advi.loop import fit_advi
+    from bnn_zoo.inference.diagnostics.convergence import convergence
+
+    every = defaults.CONVERGED_CHECK_EVERY
+    model, y = conjugate_model()
+    result = fit_advi(model, steps=20_000, average=average, random_seed=0, progressbar=False,
+                      until_converged=True)
+    at = result.config["converged_at"]
+    assert at % every == 0 and 2 * every <= at < 10_000 and result.config["max_steps"] == 20_000
+    assert len(result.elbo) == result.config["steps"] == (2 * at if average else at)
+    assert convergence(result.elbo[:at]).converged
+    assert not any(convergence(result.elbo[:j]).converged for j in range(2 * every, at, every))
+    assert result.convergence.converged
+    if average:  # the mean of the iterates from there (the last iterate alone, at Adam's 0.01, is 0.2 sd off)
+        mean, sd = analytic_posterior(y)
+        q_mean, q_sd = q_mean_sd(result)
+        assert abs(q_mean - mean) < 0.1 * sd and abs(q_sd / sd - 1) < 0.1
+
+
+def test_until_converged_refuses_a_checkpoint(tmp_path):
+    from bnn_zoo.inference.advi.loop import fit_advi
+
+    model, _ = conjugate_model()
+    with pytest.raises(ValueError, match="until_converged stops at a step decided as it runs"):
+        fit_advi(model, steps=3000, until_converged=True, checkpoint=bnn_zoo.Checkpoint(tmp_path / "c"),
+                 progressbar=False)
+
+
 @ENGINES
 def test_fit_is_reproducible_given_the_seed(engine):
     model, _ = conjugate_model()

@@ -110,6 +110,9 @@ def test_auto_learns_the_centring_of_eight_schools_and_passes():
     path = result.config["auto"]["path"]
     assert [e["rung"] for e in path] == ["laplace", "gaussian", "centring"] and path[-1]["passed"] and result.config["auto"]["passed"]
     assert not path[1]["passed"] and max(path[-1]["centring"]["theta"]) < 0.3
+    # the centring rung stopped once converged, having averaged as many steps again
+    at = result.config["converged_at"]
+    assert at is not None and result.config["steps"] == len(result.elbo) <= 20_000 and at <= result.config["steps"]
     assert "theta_vip" in [rv.name for rv in result.model.free_RVs]
     idata = bnn_zoo.sample(result, 2000)
     assert idata["posterior"]["theta"].shape == (1, 2000, 8) and "importance_resampled" in idata.attrs

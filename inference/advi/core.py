@@ -48,6 +48,10 @@ class ADVIState(NamedTuple):
     average : dict of str to jax.Array or None, default None
         The running mean of the iterates since ``average_from`` (before that,
         the latest iterate), or ``None`` without averaging.
+    average_from : jax.Array or None, default None
+        Where the running mean begins, an int32 scalar the host may move
+        between steps (a fit that stops once converged begins it then); ``None``:
+        the step's own ``average_from``.
     fitted : dict of str to jax.Array
         q's parameters as a fit returns them.
     """
@@ -56,6 +60,7 @@ class ADVIState(NamedTuple):
     opt_state: Any
     step: jax.Array  # int32, the steps taken
     average: dict | None = None  # mean of the iterates since ``average_from`` (or the latest before)
+    average_from: jax.Array | None = None  # int32; None: the step's own ``average_from``
 
     @property
     def fitted(self) -> dict:
@@ -133,6 +138,7 @@ def step(state: ADVIState, words, batch: tuple, *, objective: ELBOFunction,
         With a running mean in the state: the step after which the iterates
         are averaged (Polyak-Ruppert averaging, whose noise shrinks as one
         over the number averaged); before it the mean follows the iterates.
+        ``state.average_from``, where set, takes its place.
 
     Returns
     -------
@@ -153,9 +159,10 @@ def step(state: ADVIState, words, batch: tuple, *, objective: ELBOFunction,
     params = optax.apply_updates(state.params, updates)
     average = None
     if state.average is not None:
-        weight = 1.0 / jnp.maximum(state.step + 1 - average_from, 1).astype(mu.dtype)
+        start = average_from if state.average_from is None else state.average_from
+        weight = 1.0 / jnp.maximum(state.step + 1 - start, 1).astype(mu.dtype)
         average = jax.tree_util.tree_map(lambda a, p: a + weight * (p - a), state.average, params)
-    return ADVIState(params, opt_state, state.step + 1, average), ADVIInfo(elbo)
+    return ADVIState(params, opt_state, state.step + 1, average, state.average_from), ADVIInfo(elbo)
 
 
 def sample(key, params: dict, family: Family, n: int):

@@ -19,6 +19,7 @@ import dataclasses
 import time
 import warnings
 
+import jax.numpy as jnp
 import numpy as np
 import pymc as pm
 import pytensor
@@ -30,6 +31,7 @@ from bnn_zoo.inference.advi import optim
 from bnn_zoo.inference.advi.checkpoint import Checkpoint
 from bnn_zoo.inference.advi.engine import CHUNK
 from bnn_zoo.inference.compile.minibatch import unwrap as unwrap_minibatch
+from bnn_zoo.inference.diagnostics.convergence import convergence
 from bnn_zoo.inference.advi.objective import ELBO
 from bnn_zoo.inference.advi.prepare import check_steps, prepare
 from bnn_zoo.inference.advi.starts import from_fit
@@ -48,7 +50,7 @@ def _progress(show: bool) -> Progress:
 
 def fit_advi(model: pm.Model, *, method="advi", steps: int = defaults.STEPS, optimizer=None, objective=None,
              batch_size=None, minibatch=None, init=None, average=None, random_seed: int = 0, checkpoint=None,
-             progressbar: bool = True) -> FitResult:
+             progressbar: bool = True, until_converged: bool = False) -> FitResult:
     """ADVI: :func:`~bnn_zoo.inference.dispatch.fit` of the three Gaussians and the flow, its arguments checked.
 
     The stage ``fit`` hands these methods to, and what ``method="auto"``'s
@@ -64,6 +66,16 @@ def fit_advi(model: pm.Model, *, method="advi", steps: int = defaults.STEPS, opt
         An ADVI method: one of the three Gaussians or the flow.
     steps, optimizer, objective, batch_size, minibatch, init, average, random_seed, checkpoint, progressbar
         As :func:`~bnn_zoo.inference.dispatch.fit` takes them.
+    until_converged : bool, default False
+        Stop once converged (``method="auto"``'s rungs): every
+        :data:`~bnn_zoo.inference.defaults.CONVERGED_CHECK_EVERY` steps the
+        ELBO trace so far takes the convergence test
+        (:func:`~bnn_zoo.inference.diagnostics.convergence.convergence`); at
+        the first pass, at step ``i``, the iterates are averaged from there
+        for as many steps again as make ``average``'s share of the whole
+        (``i`` more at 0.5; none without averaging), and the fit ends.
+        ``steps`` is then the most it takes; ``config["converged_at"]`` records ``i``.
+        Not with a checkpoint.
 
     Returns
     -------
@@ -93,8 +105,11 @@ def fit_advi(model: pm.Model, *, method="advi", steps: int = defaults.STEPS, opt
         model, centring = _centred(model, centring, batch_size, init)
     if average is None:
         average = defaults.FLOW_AVERAGE if family.name == "flow" else defaults.AVERAGE
+    if until_converged and checkpoint is not None:
+        raise ValueError("until_converged stops at a step decided as it runs, which a checkpoint's resume "
+                         "cannot know: fit with until_converged=False to checkpoint")
     settings = dict(batch_size=batch_size, minibatch=minibatch, average=average, random_seed=random_seed,
-                    progressbar=progressbar, centring=centring or None)
+                    progressbar=progressbar, centring=centring or None, until_converged=until_converged)
     if family.name == "flow":
         if centring is not False or batch_size is not None:
             raise ValueError("method='flow' fits on the full data, without centring: fit without batch_size")
@@ -228,15 +243,16 @@ def _non_finite_data(model) -> str:
 
 
 def _run(model, method, *, steps, optimizer, objective, batch_size, minibatch, init, average, random_seed,
-         checkpoint, progressbar, centring=None) -> FitResult:
-    """One fit's loop: prepare, resume, step in chunks, checkpoint, test convergence."""
+         checkpoint, progressbar, centring=None, until_converged=False) -> FitResult:
+    """One fit's loop: prepare, resume, step in chunks, checkpoint, test convergence (and with
+    ``until_converged``, stop at the first pass, after averaging: :func:`fit_advi`)."""
     t0 = time.perf_counter()
     source = checkpoint.source if checkpoint is not None else None
     saved = ckpt.load(source) if source is not None else None
     done = saved.steps_done if saved is not None else 0
     setup = prepare(model, method=method, steps=steps, optimizer=optimizer, objective=objective,
                     batch_size=batch_size, minibatch=minibatch, init=init, average=average,
-                    random_seed=random_seed, centring=centring)
+                    random_seed=random_seed, centring=centring, until_converged=until_converged)
     if done > steps:
         raise ckpt.CheckpointError(f"checkpoint {source} has {done} steps, more than the {steps} asked for")
     path, every = (checkpoint.path, checkpoint.every) if checkpoint is not None else (None, None)
@@ -256,10 +272,22 @@ def _run(model, method, *, steps, optimizer, objective, batch_size, minibatch, i
                                        if done < steps and saved.history[-1][1] != description else [])
             elbo[:done], seconds_before = saved.elbo, saved.seconds
         first_step, first_done, i = None, done, done
+        end, converged_at, check = steps, None, 2 * defaults.CONVERGED_CHECK_EVERY
         with _progress(progressbar) as progress:
             task = progress.add_task(setup.family.name, total=steps, completed=done, elbo="")
-            while i < steps:
-                k = 1 if first_step is None else min(CHUNK, steps - i)
+            while i < end:
+                if until_converged and converged_at is None and i >= check:
+                    check = i + defaults.CONVERGED_CHECK_EVERY
+                    if convergence(elbo[:i]).converged:
+                        converged_at = i
+                        end = min(steps, i + (int(round(i * average / (1 - average))) if average else 0))
+                        if state.average_from is not None:  # the running mean begins here (prepare)
+                            state = state._replace(average_from=jnp.asarray(i, jnp.int32))
+                        if i >= end:
+                            break
+                k = 1 if first_step is None else min(CHUNK, end - i)
+                if until_converged and converged_at is None:  # stop at the next test
+                    k = min(k, check - i)
                 if path is not None:  # stop at every checkpoint boundary
                     k = min(k, every - i % every)
                 state, trace = runner.advance(state, i, k)
@@ -276,12 +304,16 @@ def _run(model, method, *, steps, optimizer, objective, batch_size, minibatch, i
                               fingerprint_=setup.fingerprint, history=history, average_from=setup.average_from)
                 recent = elbo[max(0, i - 100) : i]
                 progress.update(task, completed=i, elbo=f"ELBO {recent.mean():,.5g}")
-        end = time.perf_counter()
+        finish = time.perf_counter()
 
-    config = dict(setup.settings, steps=steps, optimizer=description, history=history, resumed_at=done)
+    if end < steps:  # stopped once converged: the trace of the steps taken
+        elbo = elbo[:end]
+    config = dict(setup.settings, steps=end, optimizer=description, history=history, resumed_at=done)
+    if until_converged:
+        config.update(max_steps=steps, converged_at=converged_at)
     if init is not None and init.config.get("beta") == objective.beta:  # the same objective: a level to keep
         config["init_elbo_final"] = init.elbo_final
-    ran = steps - done
+    ran = end - done
     if centring is not None:  # the learned lambdas go into the model's containers: its draws use them
         from bnn_zoo.inference.families.centring import set_lambdas
 
@@ -291,8 +323,8 @@ def _run(model, method, *, steps, optimizer, objective, batch_size, minibatch, i
         model=model, family=setup.family, layout=setup.layout,
         params={k: np.asarray(v) for k, v in state.fitted.items()},
         elbo=elbo, config=config,
-        seconds=seconds_before + end - t0, compile_seconds=(first_step if ran else end) - t0,
-        density=setup.density, timed=(steps - first_done, end - first_step) if ran else (0, 0.0),
+        seconds=seconds_before + finish - t0, compile_seconds=(first_step if ran else finish) - t0,
+        density=setup.density, timed=(end - first_done, finish - first_step) if ran else (0, 0.0),
     )
     warn_unless_converged(result)
     return result

@@ -164,7 +164,7 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
             optimizer: optax.GradientTransformation | None = None, objective: ELBO | None = None,
             batch_size: int | None = None, minibatch: Sequence[str] | None = None,
             init: FitResult | None = None, average: float = defaults.AVERAGE, random_seed: int = 0,
-            centring=None) -> Setup:
+            centring=None, until_converged: bool = False) -> Setup:
     """Everything :func:`bnn_zoo.fit` builds before its first step.
 
     ``setup.runner.advance(setup.state, 0, k)`` then takes ``k`` steps: what
@@ -199,6 +199,11 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
     centring : Centring, optional
         What learned centring rewrote (:mod:`~bnn_zoo.inference.families.centring`):
         q's parameters gain its ``lambda`` logits, learned with q.
+    until_converged : bool, default False
+        The fit may stop once converged
+        (:func:`~bnn_zoo.inference.advi.loop.fit_advi`'s): the running mean's
+        start is then in the state (``state.average_from``, at ``steps``
+        until the loop moves it), not in the compiled step.
 
     Returns
     -------
@@ -233,6 +238,9 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
         if centring is not None:
             optimizer = optim.with_centring(optimizer, defaults.CENTRING_LEARNING_RATE)
         state = core.init(params, optimizer, average=average > 0)
+        dynamic = until_converged and state.average is not None
+        if dynamic:  # the mean follows the iterates until the loop begins it
+            state = state._replace(average_from=jnp.asarray(steps, jnp.int32))
         # The keys are those of the results and checkpoints written before: they resume.
         settings = dict(settings_record(model, family, objective, batch_size=batch_size, sliced=sliced,
                                         kl_key=kl_key, dtype=dtype, average=average,
@@ -246,7 +254,7 @@ def prepare(model: pm.Model, *, method="advi", steps: int = defaults.STEPS,
         data = tuple(jax.device_put(v.get_value()) for v in model.data_vars)
         steps_fns = compiled_steps(density, family, optimizer, objective, sliced=sliced, n=n,
                                    batch_size=batch_size, dtype=dtype, kl_weight=kl_weight, kl_key=kl_key,
-                                   average_from=average_from, model=model,
+                                   average_from="in the state" if dynamic else average_from, model=model,
                                    shapes=tuple((d.shape, str(d.dtype)) for d in data), centring=slots,
                                    params=params)
     return Setup(model=model, family=family, layout=layout, density=density, optimizer=optimizer,
@@ -386,8 +394,9 @@ def compiled_steps(density: ModelFunction, family: Family, optimizer, elbo: ELBO
         The KL weighting (:func:`kl_schedule`).
     kl_key : object
         What identifies it.
-    average_from : int or None
-        The step from which the iterates are averaged.
+    average_from : int or None or "in the state"
+        The step from which the iterates are averaged; ``"in the state"``:
+        ``state.average_from`` holds it (:func:`prepare`'s ``until_converged``).
     shapes : tuple
         ``(shape, dtype)`` of each data container of one fit.
     model : pymc.Model
@@ -417,6 +426,6 @@ def compiled_steps(density: ModelFunction, family: Family, optimizer, elbo: ELBO
                                           centring=centring)
         density.jitted[key] = compile_steps(function, optimizer, sliced=sliced, n=n, batch_size=batch_size,
                                             mc_samples=elbo.mc_samples, kl_weight=kl_weight, dtype=dtype,
-                                            average_from=average_from or 0)
+                                            average_from=average_from if isinstance(average_from, int) else 0)
     return density.jitted[key]
 
