@@ -92,6 +92,32 @@ def test_auto_climbs_past_a_laplace_fit_with_no_mode_and_says_when_no_rung_passe
         assert "importance_resampled" not in bnn_zoo.sample(result, 4000).attrs
 
 
+def test_the_flow_starts_from_the_gaussian_fitted_for_all_its_steps(monkeypatch):
+    """The Gaussian rung stops once converged; where the climb goes on to the flow, the flow starts from
+    that Gaussian fitted again for all its steps (the flow's k is sensitive to its start)."""
+    from bnn_zoo.inference import auto
+
+    calls, real = [], auto.fit_advi
+
+    def spy(model, **kwargs):  # the real fit, its calls recorded
+        result = real(model, **kwargs)
+        calls.append((kwargs, result))
+        return result
+
+    monkeypatch.setattr(auto, "fit_advi", spy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", qcheck.ApproximationWarning)
+        result = bnn_zoo.fit(_funnel(), method=bnn_zoo.Auto(rungs=("laplace", "gaussian", "flow")), steps=6_000,
+                             progressbar=False)
+    (stopped, first), (again, full), (flow, _) = calls
+    assert stopped["until_converged"] and first.config["converged_at"] is not None
+    assert not again["until_converged"] and again["steps"] == 6_000 and "converged_at" not in full.config
+    assert len(full.elbo) + full.config.get("warm_start", 0) == 6_000  # all its steps (a mean-field start's too)
+    assert len(first.elbo) + first.config.get("warm_start", 0) < 6_000
+    assert flow["method"] == "flow" and flow["init"] is full
+    assert [e["rung"] for e in result.config["auto"]["path"]] == ["laplace", "gaussian", "flow"]
+
+
 def _eight_schools_centred():
     y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
     sigma = np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0])
