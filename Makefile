@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	@# No bytecode at install: pip would compile all 10,000 modules one at a time, most of them never
-	@# imported (the packages' own tests); each is compiled when first imported (PYTHONDONTWRITEBYTECODE below).
+	@# imported (the packages' own tests); each is compiled when first imported (the export of PYTHONDONTWRITEBYTECODE above).
 	$(VENV)/bin/python -m pip install -q --no-compile -e '.[test]'
 	touch $@
 
