@@ -31,13 +31,6 @@ for _name, _value in compile_cache_env().items():
     os.environ.setdefault(_name, _value)
 
 
-def pytest_collection_modifyitems(items):
-    """The tests marked ``long`` first, the rest in their order: with ``-n 2`` the workers share the
-    long ones from the start, and the run ends on short tests on both workers rather than on one
-    long test while the other worker waits."""
-    items.sort(key=lambda item: item.get_closest_marker("long") is None)
-
-
 def command_env(**extra) -> dict:
     """The environment of a command a test runs as a user would: the installed package, no display."""
     return {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "MPLBACKEND": "Agg",

@@ -154,7 +154,6 @@ def test_regression_gap_has_no_data_and_is_masked():
 # --- the command --------------------------------------------------------------------
 
 
-@pytest.mark.long
 def test_toy_benchmark_compares_every_method_with_nuts(tmp_path, capsys):
     out, fig = tmp_path / "out", tmp_path / "fig"
     argv = ["toy", "--quick", "--processes", "0", "--out", str(out), "--figures", str(fig)]
@@ -199,7 +198,6 @@ def test_a_spawned_method_reports_its_own_peak_memory_not_its_parents():
     assert 0 < child < 200
 
 
-@pytest.mark.long
 def test_regression_benchmark_measures_the_gap(tmp_path):
     out = tmp_path / "out"
     assert bench.main(["regression", "--cases", "gap", "--quick", "--processes", "0", "--methods",

@@ -85,7 +85,6 @@ def test_conjugate_posterior_unchanged(estimator):
     np.testing.assert_allclose(result.sd["w"], post.mean_field_sd, rtol=0.03)
 
 
-@pytest.mark.long
 def test_toy_fits_unchanged(tmp_path):
     """The moons experiment's fit (its defaults but 5,000 steps) reaches the same accuracy and ELBO.
 

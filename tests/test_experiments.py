@@ -167,7 +167,6 @@ def test_fullrank_continues_from_the_restart_picked_early(tmp_path):
     assert np.isfinite(metrics["elbo_q"]) and 0.5 < metrics["accuracy"] <= 1
 
 
-@pytest.mark.long
 def test_all_priors_compares_the_grid_on_each_data_set(tmp_path):
     # A 2 x 2 grid keeps CI short; the 16 pairs are fitted in test_models.py.
     grid = ["--all-priors", "--priors", "laplace,cauchy", "--hyperpriors", "fixed,inversegamma",

@@ -110,7 +110,6 @@ def test_ctrl_c_with_a_pool_of_worker_processes(tmp_path):
     assert all((run / "metrics.json").is_file() for run in runs.glob("*/*"))
 
 
-@pytest.mark.long
 def test_ctrl_c_on_a_dask_cluster(tmp_path):
     """sweep --workers 2: a short fit stored, Ctrl-C while a long one runs on the other worker."""
     code, out, err = _ctrl_c(tmp_path, ["sweep", "--out", "sweep", "--steps", "200,3000000", "--priors", "normal",

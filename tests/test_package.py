@@ -5,8 +5,6 @@ import subprocess
 import sys
 import zipfile
 
-import pytest
-
 from tests.conftest import ROOT, command_env
 
 SOURCES = ("pyproject.toml", "README.md", "src", "models", "inference", "evaluation", "data",
@@ -37,7 +35,6 @@ def test_the_wheel_installs_bnn_zoo_and_nothing_else(tmp_path):
     assert not any("tests/" in n or "benchmarks/" in n for n in names)
 
 
-@pytest.mark.long
 def test_a_folder_with_its_own_models_and_data_packages(tmp_path):
     # A user's project beside ours: its models.py and data/ package stay its own.
     (tmp_path / "models.py").write_text("MINE = True\n")

@@ -58,7 +58,6 @@ def test_a_record_is_what_the_toy_experiment_writes(tmp_path):
     np.testing.assert_allclose(row["gap_accuracy"], row["bayes_accuracy"] - row["accuracy"])
 
 
-@pytest.mark.long
 def test_a_dask_cluster_gives_the_in_process_results(tmp_path):
     """A LocalCluster of 2 workers, tasks of one fit and of two: the same records as in-process.
     (One structure, two seeds: in-process one task of both fits, on the cluster a task of one each.)"""

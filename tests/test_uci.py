@@ -159,7 +159,6 @@ FAST = ["--datasets", "yacht", "--data-dir", str(DATA), "--steps", "500", "--mem
         "--no-progress"]
 
 
-@pytest.mark.long
 def test_uci_on_yacht_writes_every_record_and_the_table_then_resumes(tmp_path, capsys):
     done = bnn_zoo_uci(*FAST, "--splits", "2", "--workers", "1", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
@@ -246,7 +245,6 @@ def test_a_damaged_record_is_set_aside_and_fitted_again(tmp_path, capsys):
     pd.testing.assert_frame_equal(again_table, table, check_exact=False, rtol=1e-9)
 
 
-@pytest.mark.long
 def test_uci_on_a_dask_cluster_makes_the_same_fits(tiny_store, tmp_path):
     """The tiny job on a LocalCluster of two workers (a task of advi's splits, one of dropout's)
     makes the fits the same job made by the command on one process (``tiny_store``, --workers 1)."""
