@@ -20,7 +20,6 @@ export PYTHONDONTWRITEBYTECODE :=
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: no Python >= 3.12 found; set PYTHON=/path/to/python3.12" >&2; exit 2; }
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install -q --upgrade pip
 	@# No bytecode at install: pip would compile all 10,000 modules one at a time, most of them never
 	@# imported (the packages' own tests); each is compiled when first imported (the export of PYTHONDONTWRITEBYTECODE above).
 	$(VENV)/bin/python -m pip install -q --no-compile -e '.[test]'
