@@ -91,8 +91,8 @@ def mlp_classifier(
     hidden: Sequence[int] = (5, 5),
     n_classes: int | None = None,
     activation: str = "tanh",
-    prior: str = "normal",
-    hyperprior: str = "inversegamma",
+    prior: str | Sequence[str] = "normal",
+    hyperprior: str | Sequence[str] = "inversegamma",
     prior_params: dict | None = None,
     hyperprior_params: dict | None = None,
     feature_names: Sequence[str] | None = None,
@@ -112,11 +112,14 @@ def mlp_classifier(
         Number of classes; default ``y.max() + 1``.
     activation : {"tanh", "relu", "sigmoid"}
         Hidden-layer nonlinearity.
-    prior, hyperprior : str
+    prior, hyperprior : str or sequence of str
         Names from :mod:`models.priors`. Priors without a scale (``flat``)
-        ignore the hyperprior.
+        ignore the hyperprior. A sequence of names is a choice among them,
+        selected by the data container ``prior_index`` (``hyperprior_index``):
+        one compiled model for all of them
+        (:class:`~bnn_zoo.models.layers.LayerPriors`).
     prior_params, hyperprior_params : dict, optional
-        Overrides of the registry's default parameters.
+        Overrides of the registry's default parameters (for a choice, by name).
     feature_names : sequence of str, optional
         Coordinate labels of the input features.
     total_size : int, optional

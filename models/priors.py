@@ -27,8 +27,8 @@ import pytensor.tensor as pt
 from pymc.distributions.shape_utils import rv_size_is_none
 
 __all__ = ["HYPERPRIORS", "SCALE_FREE", "WEIGHT_PRIORS", "cauchy", "defaults", "fixed", "flat",
-           "get_hyperprior", "get_weight_prior", "halfcauchy", "halfnormal", "hyperprior", "inversegamma",
-           "laplace", "normal", "scale_mixture", "weight_prior"]
+           "get_hyperprior", "get_weight_prior", "halfcauchy", "halfnormal", "hyperprior", "hyperprior_choice",
+           "inversegamma", "laplace", "normal", "scale_mixture", "weight_prior", "weight_prior_choice"]
 
 #: The weight priors by name: ``normal``, ``laplace``, ``cauchy``, ``scale_mixture`` and ``flat``
 #: (filled by :func:`weight_prior`).
@@ -434,3 +434,128 @@ def defaults(name: str) -> dict:
         for p in inspect.signature(fn).parameters.values()
         if p.kind is p.KEYWORD_ONLY
     }
+
+
+# --- a choice of priors, selected by data ----------------------------------
+# One compiled model serves several priors when the prior is an input: the log density of each
+# candidate, the one selected by an integer index (a ``pm.Data`` container) kept. Each candidate's
+# log density is PyMC's for the registered prior itself, so the model with the index at ``i`` has
+# the log density of the model built with candidate ``i`` alone.
+
+
+def _candidate(make, *args):
+    """The random variable ``make(*args)`` creates, in a model of its own (not the caller's)."""
+    with pm.Model(model=None):
+        return make(*args)
+
+
+def _select(index, terms):
+    """``terms[index]``, elementwise: the candidates' values, the one at ``index`` kept."""
+    out = terms[-1]
+    for i in range(len(terms) - 2, -1, -1):
+        out = pt.switch(pt.eq(index, i), terms[i], out)
+    return out
+
+
+def weight_prior_choice(names, index, prior_params: dict | None = None) -> Callable:
+    """A weight prior that is one of ``names``, the one at ``index``.
+
+    The variable's log density is that of the prior ``names[index]`` (each
+    one's PyMC density, evaluated and the selected one kept), so a model
+    built with the choice and its index at ``i`` has the log density of the
+    model built with ``names[i]``; its initial value is the selected prior's.
+    A compiled model then serves every candidate: the index is data.
+
+    Parameters
+    ----------
+    names : sequence of str
+        Names of :data:`WEIGHT_PRIORS`.
+    index : TensorVariable
+        An integer scalar (a ``pm.Data`` container) selecting the prior.
+    prior_params : dict, optional
+        Each candidate's parameters by name (its defaults otherwise).
+
+    Returns
+    -------
+    callable
+        ``fn(name, scale, dims)``, as :func:`get_weight_prior`'s; its
+        variable has a log density and an initial value, no random draws.
+
+    Raises
+    ------
+    ValueError
+        For an unknown prior or parameter, or fewer than two names.
+    """
+    names = list(names)
+    if len(names) < 2:
+        raise ValueError(f"a choice of weight priors needs at least two names, got {names!r}")
+    makers = [get_weight_prior(n, **(prior_params or {}).get(n, {})) for n in names]
+
+    def logp(value, scale, index):
+        return _select(index, [pm.logp(_candidate(m, "w", scale, None), value) for m in makers])
+
+    def support_point(rv, size, scale, index):
+        from pymc.distributions.distribution import support_point as point_of
+
+        point = _select(index, [point_of(_candidate(m, "w", scale, None)) for m in makers])
+        return (pt.zeros_like(scale) if rv_size_is_none(size) else pt.zeros(size)).astype(rv.dtype) + point
+
+    def prior(name, scale, dims):
+        scale = pt.as_tensor(1.0 if scale is None else scale, dtype=pytensor.config.floatX)
+        return pm.CustomDist(name, scale, index, logp=logp, support_point=support_point,
+                             class_name="WeightPriorChoice", dims=dims)
+
+    return prior
+
+
+def hyperprior_choice(names, index, hyperprior_params: dict | None = None) -> Callable:
+    """A hyperprior that is one of ``names``, the one at ``index``.
+
+    As :func:`weight_prior_choice`: the scale's log density is the selected
+    hyperprior's, its transform the one they share, its initial value the
+    selected one's.
+
+    Parameters
+    ----------
+    names : sequence of str
+        Names of :data:`HYPERPRIORS` of random scales (not ``fixed``).
+    index : TensorVariable
+        An integer scalar (a ``pm.Data`` container) selecting the hyperprior.
+    hyperprior_params : dict, optional
+        Each candidate's parameters by name (its defaults otherwise).
+
+    Returns
+    -------
+    callable
+        ``fn(name)``, as :func:`get_hyperprior`'s.
+
+    Raises
+    ------
+    ValueError
+        For an unknown hyperprior or parameter, fewer than two names, a
+        fixed scale among them, or candidates whose scales PyMC transforms
+        differently.
+    """
+    from pymc.distributions.distribution import support_point as point_of
+    from pymc.distributions.transforms import _default_transform
+
+    names = list(names)
+    if len(names) < 2 or "fixed" in names:
+        raise ValueError(f"a choice of hyperpriors needs at least two names of random scales, got {names!r}")
+    makers = [get_hyperprior(n, **(hyperprior_params or {}).get(n, {})) for n in names]
+    transforms = [_default_transform(rv.owner.op, rv) for rv in (_candidate(m, "s") for m in makers)]
+    if len({type(t) for t in transforms}) != 1:
+        raise ValueError(f"the hyperpriors {names!r} have scales PyMC transforms differently; choose among ones alike")
+    transform = transforms[0]
+
+    def logp(value, index):
+        return _select(index, [pm.logp(_candidate(m, "s"), value) for m in makers])
+
+    def support_point(rv, size, index):
+        return _select(index, [point_of(_candidate(m, "s")) for m in makers]).astype(rv.dtype)
+
+    def scale(name):
+        return pm.CustomDist(name, index, logp=logp, support_point=support_point, transform=transform,
+                             class_name="HyperpriorChoice", dtype=pytensor.config.floatX)
+
+    return scale

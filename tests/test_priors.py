@@ -5,11 +5,13 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 import scipy.stats as st
+from pymc.initial_point import make_initial_point_fn
 from pytensor.tensor.random.op import RandomVariable
 from scipy.special import softmax
 
 from bnn_zoo.inference.compile.jaxmodel import Layout, compile_model
 from bnn_zoo.models import HYPERPRIORS, WEIGHT_PRIORS, get_hyperprior, get_weight_prior, weight_prior
+from bnn_zoo.models.layers import select
 from bnn_zoo.models.mlp import mlp_classifier
 from bnn_zoo.models.priors import defaults
 
@@ -152,3 +154,57 @@ def test_a_new_prior_is_one_registry_entry():
         assert isinstance(model["W_0"].owner.op, type(pm.StudentT.dist(nu=1).owner.op))
     finally:
         WEIGHT_PRIORS.pop("student_t")
+
+
+PAIRS = [(p, h) for p in sorted(WEIGHT_PRIORS) for h in sorted(HYPERPRIORS)]
+
+
+@pytest.mark.parametrize("structure", ["scales", "fixed"])
+def test_a_choice_of_priors_is_each_pairs_model_when_its_index_selects_it(structure):
+    """The model built with a choice of priors, its index at i, has the log density and the initial
+    point of the model built with the i-th pair alone (float64, at random points): one compiled
+    model (its index as data, as the sweep runs it) for every pair."""
+    from bnn_zoo.models import priors as registry
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(30, 2)), rng.integers(0, 2, 30)
+    params = {"inversegamma": {"alpha": 3.0, "beta": 4.0}, "halfnormal": {"sigma": 2.0}}
+    if structure == "scales":
+        priors = sorted(p for p in WEIGHT_PRIORS if p not in registry.SCALE_FREE)
+        hyperpriors = sorted(h for h in HYPERPRIORS if h != "fixed")
+        kwargs = dict(hyperprior=hyperpriors, hyperprior_params=params)
+    else:
+        priors, hyperpriors = sorted(WEIGHT_PRIORS), ["fixed"]
+        kwargs = dict(hyperprior="fixed")
+    choice = mlp_classifier(X, y, hidden=(), prior=priors, **kwargs)  # one layer: W_0, b_0 (scale_0)
+    point = choice.initial_point()
+    start_of_choice = make_initial_point_fn(model=choice, return_transformed=True)
+    density = compile_model(choice, Layout.of(choice, point))
+    data = [np.asarray(v.get_value()) for v in choice.data_vars]
+    names = [v.name for v in choice.data_vars]
+    for i, prior in enumerate(priors):
+        for j, hyperprior in enumerate(hyperpriors):
+            alone = mlp_classifier(X, y, hidden=(), prior=prior, hyperprior=hyperprior,
+                                   hyperprior_params=params.get(hyperprior))
+            index = {"prior_index": i, **({"hyperprior_index": j} if len(hyperpriors) > 1 else {})}
+            select(choice, index)
+            start = alone.initial_point()
+            assert {k: v.tolist() for k, v in start_of_choice(0).items()} == \
+                {k: v.tolist() for k, v in start.items()}, (prior, hyperprior)
+            alone_logp = alone.compile_logp(mode="FAST_COMPILE")
+            chosen = [np.asarray(index.get(n, d)) for n, d in zip(names, data)]
+            for _ in range(3):
+                values = {k: rng.normal(size=np.shape(v)) for k, v in start.items()}
+                got = density.fn([values[v.name] for v in choice.value_vars], *chosen)
+                np.testing.assert_allclose(float(got[0] + got[1]), alone_logp(values), rtol=1e-12,
+                                           err_msg=f"{prior}-{hyperprior}")
+
+
+def test_a_choice_of_models_of_other_variables_is_refused():
+    X, y = np.zeros((4, 2)), np.array([0, 1, 0, 1])
+    with pytest.raises(ValueError, match="mixes models with a scale variable and models without one"):
+        mlp_classifier(X, y, prior=["normal", "flat"], hyperprior="halfnormal")
+    with pytest.raises(ValueError, match="needs at least two names of random scales"):
+        mlp_classifier(X, y, prior="normal", hyperprior=["fixed", "halfnormal"])
+    with pytest.raises(ValueError, match="unknown prior 'studentt'"):
+        mlp_classifier(X, y, prior=["normal", "studentt"])
