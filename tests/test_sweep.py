@@ -21,7 +21,7 @@ from tests.conftest import command_env
 
 SMALL = ["--steps", "300", "--n-test", "400", "--draws", "30", "--restarts", "2", "--no-progress"]
 TIMES = ("fit_seconds", "fit_compile_seconds", "evaluate_seconds", "evaluate_compile_seconds", "task_seconds",
-         "batched_with")
+         "xla_programs", "batched_with")
 
 
 def _args(tmp_path, *extra, out="sweep"):
@@ -42,7 +42,8 @@ def test_a_record_is_what_the_toy_experiment_writes(tmp_path):
                  "--noise", "0.3", "--workers", "1")
     path, fitted = sweep.run_sweep(args, report=lambda line: None)
     table = pd.read_parquet(path)
-    assert fitted == 4 and len(table) == 4 and set(table["batched_with"]) == {4}  # 2 seeds x 2 restarts
+    # one task of both pairs (one structure): 2 pairs x 2 seeds x 2 restarts
+    assert fitted == 4 and len(table) == 4 and set(table["batched_with"]) == {8}
     cfg = next(c for c in sweep_spec.specs(args) if c.prior == "laplace" and c.seed == 1)
     record = runner.run(toy.experiment("moons"), dataclasses.replace(
         cfg, out=tmp_path / "run", figures=tmp_path / "fig")).metrics
@@ -56,6 +57,23 @@ def test_a_record_is_what_the_toy_experiment_writes(tmp_path):
     # the held-out ELPD is the NLL's sum, and the gaps are to the Bayes-optimal classifier
     np.testing.assert_allclose(row["elpd_test"], -row["nll"] * cfg.n_test, rtol=1e-9)
     np.testing.assert_allclose(row["gap_accuracy"], row["bayes_accuracy"] - row["accuracy"])
+
+
+def test_the_sixteen_prior_pairs_make_two_structures_and_two_programs(tmp_path):
+    """The prior study's 16 pairs share two models, priors as data: nine pairs with a scale variable
+    per layer, seven without (the fixed scale, and the flat prior under any hyperprior)."""
+    cfgs = sweep_spec.specs(_args(tmp_path, "--all-priors", "--seeds", "1", "--datasets", "moons"))
+    assert len({(c.prior, c.hyperprior) for c in cfgs}) == 16
+    by_structure = {}
+    for c in cfgs:
+        by_structure.setdefault(sweep_spec.structure(c), []).append(c)
+    assert sorted(len(group) for group in by_structure.values()) == [7, 9]
+    models = []
+    for group in by_structure.values():  # one model each: the same choice, each pair's model its own index
+        assert len({str(sweep_spec.choices(c)) for c in group}) == 1
+        models.append(len({tuple(sweep_spec.indices(c).items()) for c in group}))
+    assert sorted(models) == [4, 9]  # the flat prior's four pairs are one model
+    assert len(sweep_spec.tasks(cfgs, 300)) == 2
 
 
 def test_a_dask_cluster_gives_the_in_process_results(tmp_path):

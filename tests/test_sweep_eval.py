@@ -95,7 +95,7 @@ def test_a_tasks_scores_are_the_one_at_a_time_pipelines(batch):
     rows = [b.candidates(i) for i in range(len(cfgs))]
     timing = sweep_eval.Timing()
     out = sweep_eval.score(b.density, observed, b.qs(rows), tuple(np.stack(p) for p in zip(*b.trains)),
-                           tuple(np.stack(p) for p in zip(*[b.data(s.X_test, s.y_test) for s in splits])),
+                           tuple(np.stack(p) for p in zip(*[b.data(s.X_test, s.y_test, c) for s, c in zip(splits, cfgs)])),
                            np.stack([s.y_test for s in splits]), [c.seed for c in cfgs], cfgs[0].draws, True, timing)
     assert timing.compile > 0 and timing.run > 0
     for i, (cfg, split) in enumerate(zip(cfgs, splits)):
@@ -107,7 +107,7 @@ def test_a_tasks_scores_are_the_one_at_a_time_pipelines(batch):
         z, log_q = gaussians.sample(*qs[k], cfg.draws, np.random.default_rng(cfg.seed))
         values = evaluate_draws(b.density, z, b.trains[i], ("logp", f"loglik:{observed}"))
         ref = _arviz_loo(values[f"loglik:{observed}"], values["logp"], log_q)
-        proba = posterior_mean(b.density, z, b.data(split.X_test, split.y_test), "p")
+        proba = posterior_mean(b.density, z, b.data(split.X_test, split.y_test, cfg), "p")
         lppd = log_predictive(proba, split.y_test)
         got = sweep_fits.scores({name: v[i] for name, v in out.items()})
         expected = {**all_metrics(proba, split.y_test), "elpd_test": lppd.sum(),
@@ -123,7 +123,7 @@ def test_a_program_compiles_once_per_shape(batch):
     cfgs, splits, b = batch
     one = [b.candidates(0)]
     args = (b.density, b.model.observed_RVs[0].name, b.qs(one), tuple(np.stack([a]) for a in b.trains[0]),
-            tuple(np.stack([a]) for a in b.data(splits[0].X_test, splits[0].y_test)), splits[0].y_test[None],
+            tuple(np.stack([a]) for a in b.data(splits[0].X_test, splits[0].y_test, cfgs[0])), splits[0].y_test[None],
             [cfgs[0].seed], cfgs[0].draws, True)
     first, again = sweep_eval.Timing(), sweep_eval.Timing()
     a = sweep_eval.score(*args, first)

@@ -125,7 +125,7 @@ def parse(name: str, work: Path, stdout: str):
 def study_split(work: Path, wall: float) -> dict:
     """The study's time split, summed over the records of the fits it made: the fit programs and
     their compilation, the evaluation and its compilation, the tasks in all, and the client (the
-    wall's rest). Read from the per-fit records, so that a study stopped at its limit reports too."""
+    wall's rest); and the XLA programs the tasks built. Read from the per-fit records, so that a study stopped at its limit reports too."""
     import pandas as pd
     paths = sorted((work / "study" / "records").glob("*.parquet"))
     if not paths:
@@ -135,6 +135,8 @@ def study_split(work: Path, wall: float) -> dict:
             ("fit_seconds", "fit_compile_seconds", "evaluate_seconds", "evaluate_compile_seconds",
              "task_seconds") if c in records}
     split = {"records": len(records), "sums_seconds": sums}
+    if "xla_programs" in records:  # the XLA programs the study's tasks built, helpers included
+        split["xla_programs"] = int(round(float(records["xla_programs"].sum())))
     if "task_seconds" in sums:
         split["client_seconds"] = round(wall - sums["task_seconds"], 1)
     return split

@@ -101,7 +101,7 @@ def main(argv=None) -> int:
         final = []
         for r in range(args.restarts):
             q = batch.family.mean_and_factor(batch.params(r))
-            m = sweep_fits.evaluate(batch.density, q, batch.trains[0], batch.data(split.X_test, split.y_test),
+            m = sweep_fits.evaluate(batch.density, q, batch.trains[0], batch.data(split.X_test, split.y_test, cfg),
                                     split.y_test, cfg, observed)
             final.append(m["elbo_q"])
             rows.append({**dict(zip(CASE, case[:4])), "restart": r, "elbo_q": m["elbo_q"],

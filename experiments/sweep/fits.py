@@ -12,6 +12,7 @@ reference. They run on a Dask worker or in this process, and write nothing.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -21,9 +22,10 @@ import numpy as np
 
 from bnn_zoo.experiments.harness.runner import make_optimizer
 from bnn_zoo.experiments.sweep import evaluation
-from bnn_zoo.experiments.sweep.spec import KEY_FIELDS, fit_key
+from bnn_zoo.experiments.sweep.spec import KEY_FIELDS, choices, fit_key, indices
 from bnn_zoo.experiments.toy import priors as toy
 from bnn_zoo.inference.posterior import restarts
+from bnn_zoo.models.layers import select
 
 __all__ = ["Batch", "bayes_task", "evaluate", "fit_task", "folds", "kfold_elpd", "kfold_task", "scores"]
 
@@ -74,17 +76,24 @@ class Batch:
         self.cfgs, self.R = cfgs, cfg0.restarts
         X, y = trains[0]
         with bnn_zoo.precision(cfg0.float32):
-            self.model = toy.model(cfg0, Split(X, y, X[:1], y[:1]))
-        point = self.model.initial_point()
-        self.layout = Layout.of(self.model, point)
-        self.density = compile_model(self.model, self.layout)
+            self.model = toy.model(cfg0, Split(X, y, X[:1], y[:1]), choice=choices(cfg0))
         self.dtypes = {v.name: np.asarray(v.get_value()).dtype for v in self.model.data_vars}
-        self.trains = [self.data(X, y) for X, y in trains]
+        points = {}  # each pair's initial point: its index set in the model's data
+        for cfg in cfgs:
+            pair = tuple(indices(cfg).items())
+            if pair not in points:
+                select(self.model, dict(pair))
+                points[pair] = self.model.initial_point()
+        self.layout = Layout.of(self.model, points[tuple(indices(cfg0).items())])
+        self.density = compile_model(self.model, self.layout)
+        self.trains = [self.data(X, y, cfg) for (X, y), cfg in zip(trains, cfgs)]
         seeds = [c.fit_seed + k for c in cfgs for k in range(self.R)]
+        means = [initial_mean(self.layout, points[tuple(indices(c).items())], c.fit_seed + k)
+                 for c in cfgs for k in range(self.R)]
         stacked = [np.stack([train[j] for train in self.trains for _ in range(self.R)])
                    for j in range(len(self.dtypes))]
         early = cfg0.early_pick(cfg0.steps) > 0  # else every restart is a fit of its own, picked below
-        self.out = run_stacked(self.model, self.density, np.stack([initial_mean(self.layout, point, s) for s in seeds]),
+        self.out = run_stacked(self.model, self.density, np.stack(means),
                                stacked, seeds, method=methods.spec(cfg0.method, cfg0.init_std),
                                steps=cfg0.steps, optimizer=optimizer or make_optimizer(cfg0, cfg0.lr, cfg0.steps),
                                objective=bnn_zoo.ELBO(beta=cfg0.beta, mc_samples=cfg0.mc_samples,
@@ -93,9 +102,11 @@ class Batch:
                                pick_at=cfg0.pick_at if early else 0.0)
         self.family = families.get(self.out.config["method"])  # the family that ran
 
-    def data(self, X, y) -> list[np.ndarray]:
-        """``X`` and ``y`` as the model's data containers, in their order and dtypes."""
-        return [np.asarray({"X": X, "y": y}[name], dtype) for name, dtype in self.dtypes.items()]
+    def data(self, X, y, cfg: toy.ToyConfig) -> list[np.ndarray]:
+        """``X``, ``y`` and the index of ``cfg``'s pair (:func:`~bnn_zoo.experiments.sweep.spec.indices`)
+        as the model's data containers, in their order and dtypes."""
+        values = {"X": X, "y": y, **indices(cfg)}
+        return [np.asarray(values[name], dtype) for name, dtype in self.dtypes.items()]
 
     def params(self, row: int) -> dict:
         """q's parameters of one row (a fit's restart) of :attr:`out`."""
@@ -145,8 +156,35 @@ def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0
         the settings, the convergence test, the test metrics, PSIS-LOO,
         q's ELBO, the restarts' ELBOs and the timings; with ``kfold``, ``elpd_kfold`` and its SE and
         pointwise values), and ``"draws"``, the fit's ArviZ DataTree or
-        ``None``.
+        ``None``. ``xla_programs`` is the fit's share of the XLA programs
+        its task built (compiled or read back from JAX's persistent cache,
+        small helpers included): the sum over a sweep's records is its count.
     """
+    with _xla_programs() as built:
+        records = _fit_task(cfgs, keep_draws, kfold)
+    for r in records:
+        r["record"]["xla_programs"] = built[0] / len(cfgs)
+    return records
+
+
+@contextlib.contextmanager
+def _xla_programs():
+    """Counts the XLA programs built inside it (compiled, or read back from JAX's persistent cache):
+    ``[count]``, final when the block ends."""
+    built = [0]
+
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            built[0] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        yield built
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+
+
+def _fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool, kfold: int) -> list[dict]:
     from bnn_zoo.inference.diagnostics.convergence import convergence
 
     t0 = time.perf_counter()
@@ -155,7 +193,7 @@ def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0
     rows = [batch.candidates(i) for i in range(len(cfgs))]
     timing = evaluation.Timing()
     out = evaluation.score(batch.density, batch.model.observed_RVs[0].name, batch.qs(rows),
-                           _stack(batch.trains), _stack([batch.data(s.X_test, s.y_test) for s in splits]),
+                           _stack(batch.trains), _stack([batch.data(s.X_test, s.y_test, c) for s, c in zip(splits, cfgs)]),
                            np.stack([s.y_test for s in splits]), [c.seed for c in cfgs], cfgs[0].draws,
                            batch.late_pick, timing)
     records = []
@@ -243,7 +281,7 @@ def kfold_task(cfgs: list[toy.ToyConfig], splits: list, k: int) -> list[dict]:
                   [(splits[i].X_train[rows], splits[i].y_train[rows]) for (i, _), rows in zip(cases, keep)])
     lppd = evaluation.fold_scores(  # the folds are of equal size: k divides n_train (sweep.check)
         batch.density, batch.qs([batch.candidates(j) for j in range(len(cases))]), _stack(batch.trains),
-        _stack([batch.data(splits[i].X_train[held], splits[i].y_train[held]) for i, held in cases]),
+        _stack([batch.data(splits[i].X_train[held], splits[i].y_train[held], cfgs[i]) for i, held in cases]),
         np.stack([splits[i].y_train[held] for i, held in cases]),
         [cfgs[i].seed for i, _ in cases], cfgs[0].draws, batch.late_pick)
     elpd = [np.empty(cfg.n_train) for cfg in cfgs]
@@ -376,11 +414,15 @@ def _datatree(cfg, split, batch: Batch, row: int):
     from bnn_zoo.inference.posterior.result import FitResult
 
     with bnn_zoo.precision(cfg.float32):
-        model = toy.model(cfg, split)
+        model = toy.model(cfg, split, choice=choices(cfg))  # the batch's model, on this fit's data
+    select(model, indices(cfg))
     result = FitResult(model=model, family=batch.family, layout=batch.layout, params=batch.params(row),
                        elbo=batch.out.elbo[row], config=dict(batch.out.config, seed=cfg.seed), seconds=0.0,
                        compile_seconds=0.0, density=batch.density)
-    return bnn_zoo.sample(result, cfg.draws, random_seed=cfg.seed, var_names=())
+    tree = bnn_zoo.sample(result, cfg.draws, random_seed=cfg.seed, var_names=())
+    # the pair's index is the batch's, not the fit's data: the tree is the one the toy run writes
+    tree["constant_data"] = tree["constant_data"].to_dataset().drop_vars(list(indices(cfg)))
+    return tree
 
 
 def bayes_task(split_settings: dict) -> dict:

@@ -19,12 +19,16 @@ import numpy as np
 
 from bnn_zoo.experiments.harness.fit_flags import build_parser
 from bnn_zoo.experiments.toy import priors as toy
+from bnn_zoo.models.layers import HYPERPRIOR_INDEX, PRIOR_INDEX
+from bnn_zoo.models.priors import HYPERPRIORS, SCALE_FREE, WEIGHT_PRIORS
 
-__all__ = ["KEY_FIELDS", "SPLIT_FIELDS", "fit_key", "specs", "split_settings", "structure", "tasks"]
+__all__ = ["KEY_FIELDS", "SPLIT_FIELDS", "choices", "fit_key", "indices", "scale_variables", "specs",
+           "split_settings", "structure", "tasks"]
 
 
 #: The toy config's fields that change what a fit fits or measures: :func:`fit_key` hashes them to
-#: name the fit's record, and all but the data's (data set, noise, seeds) make its :func:`structure`.
+#: name the fit's record, and all but the data's (data set, noise, seeds) and the prior pair's make
+#: its :func:`structure`.
 KEY_FIELDS = ("dataset", "noise", "seed", "init_seed", "prior", "hyperprior", "n_train", "n_test", "hidden", "method",
               "steps", "optimizer", "lr", "lr_schedule", "lr_final", "init_std", "mc_samples", "beta",
               "average", "restarts", "pick", "pick_at", "draws", "float32")
@@ -63,8 +67,19 @@ def fit_key(cfg: toy.ToyConfig, kfold: int = 0) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
 
 
+def scale_variables(cfg: toy.ToyConfig) -> bool:
+    """Whether the fit's model has a scale variable per layer: a prior with a scale under a
+    hyperprior that is not fixed (the other pairs' models have the weights' variables only)."""
+    return cfg.prior not in SCALE_FREE and cfg.hyperprior != "fixed"
+
+
 def structure(cfg: toy.ToyConfig) -> tuple:
-    """Fits with the same structure run in one vmapped program: all settings but the data's.
+    """Fits with the same structure run in one vmapped program: all settings but the data's and
+    the prior pair's, and whether the model has scale variables.
+
+    The pairs of a structure share one model, their prior a choice selected
+    by data (:func:`choices`, :func:`indices`), so that the sweep compiles
+    one fit program and one evaluation program per structure, not per pair.
 
     Parameters
     ----------
@@ -74,10 +89,60 @@ def structure(cfg: toy.ToyConfig) -> tuple:
     Returns
     -------
     tuple
-        The values of :data:`KEY_FIELDS` but the data set, noise, seed and
-        ``init_seed``, in that order.
+        The values of :data:`KEY_FIELDS` but the data set, noise, seed,
+        ``init_seed``, prior and hyperprior, in that order, and
+        :func:`scale_variables`.
     """
-    return tuple(getattr(cfg, k) for k in KEY_FIELDS if k not in ("dataset", "noise", "seed", "init_seed"))
+    return (*(getattr(cfg, k) for k in KEY_FIELDS if k not in _NOT_STRUCTURE), scale_variables(cfg))
+
+
+_NOT_STRUCTURE = ("dataset", "noise", "seed", "init_seed", "prior", "hyperprior")
+
+
+def choices(cfg: toy.ToyConfig) -> tuple[list[str], list[str]]:
+    """The priors and hyperpriors the model of the fit's :func:`structure` chooses among.
+
+    Every registered prior and hyperprior that builds a model of the
+    structure's variables: with scale variables, the priors with a scale and
+    the hyperpriors of random scales; without, every prior under the fixed
+    scale (a prior without a scale ignores its hyperprior). The same lists
+    for every fit of a structure, whatever the sweep's pairs.
+
+    Parameters
+    ----------
+    cfg : ToyConfig
+        The fit's settings.
+
+    Returns
+    -------
+    tuple of (list of str, list of str)
+        The priors and the hyperpriors, each sorted by name.
+    """
+    if scale_variables(cfg):
+        return (sorted(p for p in WEIGHT_PRIORS if p not in SCALE_FREE),
+                sorted(h for h in HYPERPRIORS if h != "fixed"))
+    return sorted(WEIGHT_PRIORS), ["fixed"]
+
+
+def indices(cfg: toy.ToyConfig) -> dict[str, int]:
+    """The data that select the fit's pair in its structure's model (:func:`choices`).
+
+    Parameters
+    ----------
+    cfg : ToyConfig
+        The fit's settings.
+
+    Returns
+    -------
+    dict of str to int
+        ``prior_index`` and, where the hyperprior is a choice,
+        ``hyperprior_index`` (:data:`bnn_zoo.models.layers.PRIOR_INDEX`).
+    """
+    priors, hyperpriors = choices(cfg)
+    out = {PRIOR_INDEX: priors.index(cfg.prior)}
+    if len(hyperpriors) > 1:
+        out[HYPERPRIOR_INDEX] = hyperpriors.index(cfg.hyperprior)
+    return out
 
 
 def split_settings(cfg) -> dict:

@@ -222,7 +222,7 @@ def data(cfg: ToyConfig) -> toy.Split:
     return toy.load(cfg.dataset, n_train=cfg.n_train, n_test=cfg.n_test, noise=cfg.noise, seed=cfg.seed)
 
 
-def model(cfg: ToyConfig, split: toy.Split):
+def model(cfg: ToyConfig, split: toy.Split, choice: tuple | None = None):
     """A run's PyMC model: the hierarchical tanh MLP classifier on its training data.
 
     Parameters
@@ -231,14 +231,23 @@ def model(cfg: ToyConfig, split: toy.Split):
         The run (its prior, hyperprior and hidden sizes).
     split : bnn_zoo.data.toy.Split
         The run's data.
+    choice : tuple of (list of str, list of str), optional
+        Priors and hyperpriors to build the model with in place of the
+        run's pair: a choice among them, selected by data
+        (:class:`bnn_zoo.models.layers.LayerPriors`), as a prior sweep
+        builds one model for many pairs.
 
     Returns
     -------
     pymc.Model
         :func:`bnn_zoo.models.mlp_classifier`'s model, with :func:`hyperprior_params`.
     """
-    return mlp_classifier(split.X_train, split.y_train, hidden=cfg.hidden, prior=cfg.prior,
-                          hyperprior=cfg.hyperprior, hyperprior_params=hyperprior_params(cfg.hyperprior))
+    priors, hyperpriors = choice or ([cfg.prior], [cfg.hyperprior])
+    params = {h: hyperprior_params(h) for h in hyperpriors}
+    return mlp_classifier(split.X_train, split.y_train, hidden=cfg.hidden,
+                          prior=priors if len(priors) > 1 else priors[0],
+                          hyperprior=hyperpriors if len(hyperpriors) > 1 else hyperpriors[0],
+                          hyperprior_params=params if len(hyperpriors) > 1 else params[hyperpriors[0]])
 
 
 def evaluate(cfg: ToyConfig, split: toy.Split, fits, idata) -> config.Evaluation:
