@@ -118,15 +118,16 @@ class Store:
 
     def write(self, record: dict, draws=None) -> None:
         """Write a fit's record (lists as JSON text), and its draws first, each atomically."""
-        import pandas as pd
+        import pyarrow as pa
+        import pyarrow.parquet as pq
 
         from bnn_zoo.inference.support.io import atomic_write
 
         if draws is not None:  # before the record: a record means that everything of its fit is there
             self.draws.mkdir(exist_ok=True)
             atomic_write(self.draws / f"{record['key']}.nc", lambda tmp: draws.to_netcdf(tmp))
-        frame = pd.DataFrame([_flat(record)])
-        atomic_write(self.records / f"{record['key']}.parquet", lambda tmp: frame.to_parquet(tmp, index=False))
+        table = pa.Table.from_pylist([_flat(record)])  # pyarrow's own: a third of pandas' time a record
+        atomic_write(self.records / f"{record['key']}.parquet", lambda tmp: pq.write_table(table, tmp))
 
     def table(self, keys: list[str]):
         """The records of ``keys`` as one DataFrame, one row per key, in their order.

@@ -48,6 +48,7 @@ import os
 import sys
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bnn_zoo.cache import use_compiled_programs
@@ -111,35 +112,31 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
     work = tasks(todo, args.fits_per_task)
     splits = {json.dumps(split_settings(c), sort_keys=True): split_settings(c) for c in todo}
     client, close = cluster(args)
+    # The Bayes-optimal references in a thread of this process, while the fits run: on a cluster
+    # a record waits for its data set's, and the workers' queues would put it behind fits.
+    references = ThreadPoolExecutor(1)
     try:
+        bayes = {s: references.submit(bayes_task, settings) for s, settings in splits.items()}
+
+        def finish(task, results):
+            for cfg, result in zip(task, results):
+                _finish(store, result, bayes[json.dumps(split_settings(cfg), sort_keys=True)].result())
+
         with progress(len(todo), not args.no_progress) as advance:
             if client is None:
-                bayes = {}
                 for task in work:
-                    results = fit_task(task, args.keep_draws, args.kfold)
-                    for cfg, result in zip(task, results):
-                        s = json.dumps(split_settings(cfg), sort_keys=True)
-                        if s not in bayes:
-                            bayes[s] = bayes_task(splits[s])
-                        _finish(store, result, bayes[s])
+                    finish(task, fit_task(task, args.keep_draws, args.kfold))
                     advance(len(task))
             else:
-                from concurrent.futures import ThreadPoolExecutor
-
                 from dask.distributed import as_completed
 
                 futures = {client.submit(fit_task, task, args.keep_draws, args.kfold, pure=False): task
                            for task in work}
-                # The Bayes-optimal references in this process, while the workers fit: a record
-                # waits for its data set's, and the workers' queues would put it behind fits.
-                with ThreadPoolExecutor(1) as references:
-                    bayes = {s: references.submit(bayes_task, settings) for s, settings in splits.items()}
-                    for future in as_completed(futures):
-                        task = futures[future]
-                        for cfg, result in zip(task, future.result()):
-                            _finish(store, result, bayes[json.dumps(split_settings(cfg), sort_keys=True)].result())
-                        advance(len(task))
+                for future in as_completed(futures):
+                    finish(futures[future], future.result())
+                    advance(len(futures[future]))
     finally:
+        references.shutdown(wait=False, cancel_futures=True)  # a Ctrl-C waits for no reference
         close()
     return store.consolidate(), len(todo)
 
