@@ -22,7 +22,7 @@ import numpy as np
 
 from bnn_zoo.experiments.harness.runner import make_optimizer
 from bnn_zoo.experiments.sweep import evaluation
-from bnn_zoo.experiments.sweep.spec import KEY_FIELDS, choices, fit_key, indices
+from bnn_zoo.experiments.sweep.spec import KEY_FIELDS, choices, fit_key, indices, structure
 from bnn_zoo.experiments.toy import priors as toy
 from bnn_zoo.inference.posterior import restarts
 from bnn_zoo.models.layers import select
@@ -33,8 +33,9 @@ __all__ = ["Batch", "bayes_task", "evaluate", "fit_task", "folds", "kfold_elpd",
 class Batch:
     """Fits of one structure (each with its restarts) run as one vmapped program.
 
-    ``trains[i]`` is fit ``i``'s training data ``(X, y)``; the model is
-    built on the first. :meth:`candidates` are the rows of :attr:`out` fit
+    ``trains[i]`` is fit ``i``'s training data ``(X, y)``, all of one
+    shape; the model is the structure's, made once in a process.
+    :meth:`candidates` are the rows of :attr:`out` fit
     ``i`` picks its q from (its restarts, when they were not picked early),
     and :meth:`qs` their q's, stacked for a device program.
 
@@ -53,7 +54,10 @@ class Batch:
     Attributes
     ----------
     model : pymc.Model
-        The model, built on the first fit's data.
+        The structure's model, its prior a choice
+        (:func:`~bnn_zoo.experiments.sweep.spec.choices`), made once in a
+        process on the first data it met (the programs take the data as
+        arguments).
     layout, density, family
         Its layout, compiled density and q's family.
     trains : list of list of numpy.ndarray
@@ -66,26 +70,15 @@ class Batch:
     def __init__(self, cfgs: list[toy.ToyConfig], trains: list[tuple[np.ndarray, np.ndarray]],
                  optimizer=None):
         import bnn_zoo
-        from bnn_zoo.data.toy import Split
         from bnn_zoo.inference import families, methods
         from bnn_zoo.inference.advi.batch import run_stacked
         from bnn_zoo.inference.advi.starts import initial_mean
-        from bnn_zoo.inference.compile.jaxmodel import Layout, compile_model
 
         cfg0 = cfgs[0]
         self.cfgs, self.R = cfgs, cfg0.restarts
-        X, y = trains[0]
-        with bnn_zoo.precision(cfg0.float32):
-            self.model = toy.model(cfg0, Split(X, y, X[:1], y[:1]), choice=choices(cfg0))
+        known = _structure_model(cfgs, *trains[0])
+        self.model, self.layout, self.density, points = (known[k] for k in ("model", "layout", "density", "points"))
         self.dtypes = {v.name: np.asarray(v.get_value()).dtype for v in self.model.data_vars}
-        points = {}  # each pair's initial point: its index set in the model's data
-        for cfg in cfgs:
-            pair = tuple(indices(cfg).items())
-            if pair not in points:
-                select(self.model, dict(pair))
-                points[pair] = self.model.initial_point()
-        self.layout = Layout.of(self.model, points[tuple(indices(cfg0).items())])
-        self.density = compile_model(self.model, self.layout)
         self.trains = [self.data(X, y, cfg) for (X, y), cfg in zip(trains, cfgs)]
         seeds = [c.fit_seed + k for c in cfgs for k in range(self.R)]
         means = [initial_mean(self.layout, points[tuple(indices(c).items())], c.fit_seed + k)
@@ -126,6 +119,40 @@ class Batch:
         qs = [[self.family.mean_and_factor(self.params(r)) for r in group] for group in rows]
         return jax.tree_util.tree_map(lambda *a: np.stack(a), *[jax.tree_util.tree_map(
             lambda *b: np.stack(b), *group) for group in qs])
+
+
+#: Each structure's model, compiled, and its pairs' initial points: made once in a process.
+_STRUCTURES: dict[str, dict] = {}
+
+
+def _structure_model(cfgs: list[toy.ToyConfig], X: np.ndarray, y: np.ndarray) -> dict:
+    """The model of ``cfgs``' structure and training data's shape (built on the first data it met
+    in this process: the programs take the data as arguments), its ``layout``, its ``density`` and the ``points``
+    of its pairs, by their indices (``model.initial_point()`` with the pair's index set)."""
+    import bnn_zoo
+    from bnn_zoo.data.toy import Split
+    from bnn_zoo.inference.compile.jaxmodel import Layout, compile_model
+    from pymc.initial_point import make_initial_point_fn
+
+    cfg0 = cfgs[0]
+    priors, hyperpriors = choices(cfg0)
+    key = json.dumps([repr(structure(cfg0)), np.shape(X), {h: toy.hyperprior_params(h) for h in hyperpriors}],
+                     sort_keys=True)  # the data's shape too: a K-fold refit's rows are fewer
+    if key not in _STRUCTURES:
+        with bnn_zoo.precision(cfg0.float32):
+            model = toy.model(cfg0, Split(X, y, X[:1], y[:1]), choice=(priors, hyperpriors))
+        _STRUCTURES[key] = {"model": model, "points": {}}
+    known = _STRUCTURES[key]
+    missing = {tuple(indices(c).items()) for c in cfgs} - set(known["points"])
+    if missing:
+        start = make_initial_point_fn(model=known["model"], return_transformed=True)
+        for pair in sorted(missing):
+            select(known["model"], dict(pair))
+            known["points"][pair] = start(None)
+    if "density" not in known:
+        known["layout"] = Layout.of(known["model"], known["points"][tuple(indices(cfg0).items())])
+        known["density"] = compile_model(known["model"], known["layout"])
+    return known
 
 
 def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0) -> list[dict]:

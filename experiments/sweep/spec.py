@@ -20,7 +20,7 @@ import numpy as np
 from bnn_zoo.experiments.harness.fit_flags import build_parser
 from bnn_zoo.experiments.toy import priors as toy
 from bnn_zoo.models.layers import HYPERPRIOR_INDEX, PRIOR_INDEX
-from bnn_zoo.models.priors import HYPERPRIORS, SCALE_FREE, WEIGHT_PRIORS
+from bnn_zoo.models.priors import HYPERPRIORS, SCALE_FREE
 
 __all__ = ["KEY_FIELDS", "SPLIT_FIELDS", "choices", "fit_key", "indices", "scale_variables", "specs",
            "split_settings", "structure", "tasks"]
@@ -80,6 +80,9 @@ def structure(cfg: toy.ToyConfig) -> tuple:
     The pairs of a structure share one model, their prior a choice selected
     by data (:func:`choices`, :func:`indices`), so that the sweep compiles
     one fit program and one evaluation program per structure, not per pair.
+    A prior outside the toy experiment's grid
+    (:data:`~bnn_zoo.experiments.toy.priors.GRID_PRIORS`) makes a structure
+    of its own with the grid's.
 
     Parameters
     ----------
@@ -90,10 +93,11 @@ def structure(cfg: toy.ToyConfig) -> tuple:
     -------
     tuple
         The values of :data:`KEY_FIELDS` but the data set, noise, seed,
-        ``init_seed``, prior and hyperprior, in that order, and
-        :func:`scale_variables`.
+        ``init_seed``, prior and hyperprior, in that order;
+        :func:`scale_variables`; and the prior where it is not the grid's.
     """
-    return (*(getattr(cfg, k) for k in KEY_FIELDS if k not in _NOT_STRUCTURE), scale_variables(cfg))
+    return (*(getattr(cfg, k) for k in KEY_FIELDS if k not in _NOT_STRUCTURE), scale_variables(cfg),
+            None if cfg.prior in toy.GRID_PRIORS else cfg.prior)
 
 
 _NOT_STRUCTURE = ("dataset", "noise", "seed", "init_seed", "prior", "hyperprior")
@@ -102,11 +106,14 @@ _NOT_STRUCTURE = ("dataset", "noise", "seed", "init_seed", "prior", "hyperprior"
 def choices(cfg: toy.ToyConfig) -> tuple[list[str], list[str]]:
     """The priors and hyperpriors the model of the fit's :func:`structure` chooses among.
 
-    Every registered prior and hyperprior that builds a model of the
-    structure's variables: with scale variables, the priors with a scale and
-    the hyperpriors of random scales; without, every prior under the fixed
-    scale (a prior without a scale ignores its hyperprior). The same lists
-    for every fit of a structure, whatever the sweep's pairs.
+    The toy experiment's grid of priors
+    (:data:`~bnn_zoo.experiments.toy.priors.GRID_PRIORS`, and the fit's own
+    prior where it is not one of them) and every registered hyperprior, as
+    far as they build a model of the structure's variables: with scale
+    variables, the priors with a scale and the hyperpriors of random scales;
+    without, the priors under the fixed scale (a prior without a scale
+    ignores its hyperprior). The same lists for every fit of a structure,
+    whatever the sweep's pairs.
 
     Parameters
     ----------
@@ -118,10 +125,10 @@ def choices(cfg: toy.ToyConfig) -> tuple[list[str], list[str]]:
     tuple of (list of str, list of str)
         The priors and the hyperpriors, each sorted by name.
     """
+    grid = {*toy.GRID_PRIORS, cfg.prior}
     if scale_variables(cfg):
-        return (sorted(p for p in WEIGHT_PRIORS if p not in SCALE_FREE),
-                sorted(h for h in HYPERPRIORS if h != "fixed"))
-    return sorted(WEIGHT_PRIORS), ["fixed"]
+        return sorted(p for p in grid if p not in SCALE_FREE), sorted(h for h in HYPERPRIORS if h != "fixed")
+    return sorted(grid), ["fixed"]
 
 
 def indices(cfg: toy.ToyConfig) -> dict[str, int]:
