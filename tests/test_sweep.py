@@ -68,11 +68,13 @@ def test_the_sixteen_prior_pairs_make_two_structures_and_two_programs(tmp_path):
     for c in cfgs:
         by_structure.setdefault(sweep_spec.structure(c), []).append(c)
     assert sorted(len(group) for group in by_structure.values()) == [7, 9]
-    models = []
-    for group in by_structure.values():  # one model each: the same choice, each pair's model its own index
-        assert len({str(sweep_spec.choices(c)) for c in group}) == 1
-        models.append(len({tuple(sweep_spec.indices(c).items()) for c in group}))
+    choice, models = sweep_spec.choices(cfgs), []
+    for key, group in by_structure.items():  # one model each, each pair's model its own index in it
+        models.append(len({tuple(sweep_spec.indices(c, choice[key]).items()) for c in group}))
     assert sorted(models) == [4, 9]  # the flat prior's four pairs are one model
+    # a sweep of one pair a structure builds that pair's own model
+    one = sweep_spec.specs(_args(tmp_path, "--priors", "normal", "--hyperpriors", "fixed,inversegamma"))
+    assert list(sweep_spec.choices(one).values()) == [None, None]
     assert len(sweep_spec.tasks(cfgs, 300)) == 2
 
 

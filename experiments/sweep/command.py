@@ -59,7 +59,7 @@ from bnn_zoo.experiments.harness.resources import cluster, progress, run_lock
 from bnn_zoo.experiments.harness.runtime import keep_interrupts, worker_xla_flags, xla_flags
 from bnn_zoo.experiments.harness.store import Store
 from bnn_zoo.experiments.sweep.fits import bayes_task, fit_task
-from bnn_zoo.experiments.sweep.spec import fit_key, specs, split_settings, tasks
+from bnn_zoo.experiments.sweep.spec import choices, fit_key, specs, split_settings, structure, tasks
 from bnn_zoo.experiments.toy import priors as toy
 
 __all__ = ["build_parser", "check", "main", "run_sweep"]
@@ -110,6 +110,7 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
     report(f"{len(cfgs)} fits in the sweep, {len(cfgs) - len(todo)} already in {args.out}, "
            f"{len(todo)} to fit" + (f"; {damaged} damaged record{'s' * (damaged > 1)} set aside" if damaged else ""))
     work = tasks(todo, args.fits_per_task)
+    choice = choices(cfgs)  # of all the sweep's fits: a resumed sweep builds the same models
     splits = {json.dumps(split_settings(c), sort_keys=True): split_settings(c) for c in todo}
     client, close = cluster(args)
     # The Bayes-optimal references in a thread of this process, while the fits run: on a cluster
@@ -125,13 +126,13 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
         with progress(len(todo), not args.no_progress) as advance:
             if client is None:
                 for task in work:
-                    finish(task, fit_task(task, args.keep_draws, args.kfold))
+                    finish(task, fit_task(task, args.keep_draws, args.kfold, choice[structure(task[0])]))
                     advance(len(task))
             else:
                 from dask.distributed import as_completed
 
-                futures = {client.submit(fit_task, task, args.keep_draws, args.kfold, pure=False): task
-                           for task in work}
+                futures = {client.submit(fit_task, task, args.keep_draws, args.kfold, choice[structure(task[0])],
+                                         pure=False): task for task in work}
                 for future in as_completed(futures):
                     finish(futures[future], future.result())
                     advance(len(futures[future]))

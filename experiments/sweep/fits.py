@@ -22,7 +22,7 @@ import numpy as np
 
 from bnn_zoo.experiments.harness.runner import make_optimizer
 from bnn_zoo.experiments.sweep import evaluation
-from bnn_zoo.experiments.sweep.spec import KEY_FIELDS, choices, fit_key, indices, structure
+from bnn_zoo.experiments.sweep.spec import KEY_FIELDS, fit_key, indices, structure
 from bnn_zoo.experiments.toy import priors as toy
 from bnn_zoo.inference.posterior import restarts
 from bnn_zoo.models.layers import select
@@ -50,14 +50,16 @@ class Batch:
         Replaces the configs' own
         (:func:`~bnn_zoo.experiments.harness.runner.make_optimizer`), for benchmarks
         of other schedules.
+    choice : tuple of (list of str, list of str), optional
+        The structure's priors and hyperpriors
+        (:func:`~bnn_zoo.experiments.sweep.spec.choices`); ``None``: the
+        fits' one pair.
 
     Attributes
     ----------
     model : pymc.Model
-        The structure's model, its prior a choice
-        (:func:`~bnn_zoo.experiments.sweep.spec.choices`), made once in a
-        process on the first data it met (the programs take the data as
-        arguments).
+        The structure's model (its prior ``choice``), made once in a process
+        on the first data it met (the programs take the data as arguments).
     layout, density, family
         Its layout, compiled density and q's family.
     trains : list of list of numpy.ndarray
@@ -68,20 +70,20 @@ class Batch:
     """
 
     def __init__(self, cfgs: list[toy.ToyConfig], trains: list[tuple[np.ndarray, np.ndarray]],
-                 optimizer=None):
+                 optimizer=None, choice: tuple | None = None):
         import bnn_zoo
         from bnn_zoo.inference import families, methods
         from bnn_zoo.inference.advi.batch import run_stacked
         from bnn_zoo.inference.advi.starts import initial_mean
 
         cfg0 = cfgs[0]
-        self.cfgs, self.R = cfgs, cfg0.restarts
-        known = _structure_model(cfgs, *trains[0])
+        self.cfgs, self.R, self.choice = cfgs, cfg0.restarts, choice
+        known = _structure_model(cfgs, *trains[0], choice)
         self.model, self.layout, self.density, points = (known[k] for k in ("model", "layout", "density", "points"))
         self.dtypes = {v.name: np.asarray(v.get_value()).dtype for v in self.model.data_vars}
         self.trains = [self.data(X, y, cfg) for (X, y), cfg in zip(trains, cfgs)]
         seeds = [c.fit_seed + k for c in cfgs for k in range(self.R)]
-        means = [initial_mean(self.layout, points[tuple(indices(c).items())], c.fit_seed + k)
+        means = [initial_mean(self.layout, points[tuple(indices(c, choice).items())], c.fit_seed + k)
                  for c in cfgs for k in range(self.R)]
         stacked = [np.stack([train[j] for train in self.trains for _ in range(self.R)])
                    for j in range(len(self.dtypes))]
@@ -98,7 +100,7 @@ class Batch:
     def data(self, X, y, cfg: toy.ToyConfig) -> list[np.ndarray]:
         """``X``, ``y`` and the index of ``cfg``'s pair (:func:`~bnn_zoo.experiments.sweep.spec.indices`)
         as the model's data containers, in their order and dtypes."""
-        values = {"X": X, "y": y, **indices(cfg)}
+        values = {"X": X, "y": y, **indices(cfg, self.choice)}
         return [np.asarray(values[name], dtype) for name, dtype in self.dtypes.items()]
 
     def params(self, row: int) -> dict:
@@ -125,7 +127,7 @@ class Batch:
 _STRUCTURES: dict[str, dict] = {}
 
 
-def _structure_model(cfgs: list[toy.ToyConfig], X: np.ndarray, y: np.ndarray) -> dict:
+def _structure_model(cfgs: list[toy.ToyConfig], X: np.ndarray, y: np.ndarray, choice: tuple | None) -> dict:
     """The model of ``cfgs``' structure and training data's shape (built on the first data it met
     in this process: the programs take the data as arguments), its ``layout``, its ``density`` and the ``points``
     of its pairs, by their indices (``model.initial_point()`` with the pair's index set)."""
@@ -135,27 +137,28 @@ def _structure_model(cfgs: list[toy.ToyConfig], X: np.ndarray, y: np.ndarray) ->
     from pymc.initial_point import make_initial_point_fn
 
     cfg0 = cfgs[0]
-    priors, hyperpriors = choices(cfg0)
-    key = json.dumps([repr(structure(cfg0)), np.shape(X), {h: toy.hyperprior_params(h) for h in hyperpriors}],
+    priors, hyperpriors = choice or ([cfg0.prior], [cfg0.hyperprior])
+    key = json.dumps([repr(structure(cfg0)), np.shape(X), priors, {h: toy.hyperprior_params(h) for h in hyperpriors}],
                      sort_keys=True)  # the data's shape too: a K-fold refit's rows are fewer
     if key not in _STRUCTURES:
         with bnn_zoo.precision(cfg0.float32):
-            model = toy.model(cfg0, Split(X, y, X[:1], y[:1]), choice=(priors, hyperpriors))
+            model = toy.model(cfg0, Split(X, y, X[:1], y[:1]), choice=choice)
         _STRUCTURES[key] = {"model": model, "points": {}}
     known = _STRUCTURES[key]
-    missing = {tuple(indices(c).items()) for c in cfgs} - set(known["points"])
+    missing = {tuple(indices(c, choice).items()) for c in cfgs} - set(known["points"])
     if missing:
         start = make_initial_point_fn(model=known["model"], return_transformed=True)
         for pair in sorted(missing):
             select(known["model"], dict(pair))
             known["points"][pair] = start(None)
     if "density" not in known:
-        known["layout"] = Layout.of(known["model"], known["points"][tuple(indices(cfg0).items())])
+        known["layout"] = Layout.of(known["model"], known["points"][tuple(indices(cfg0, choice).items())])
         known["density"] = compile_model(known["model"], known["layout"])
     return known
 
 
-def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0) -> list[dict]:
+def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0,
+             choice: tuple | None = None) -> list[dict]:
     """Fit ``cfgs`` (one structure) together; one record each (and its DataTree with ``keep_draws``).
 
     With ``kfold`` K, also refit each on K folds of its training data
@@ -174,6 +177,10 @@ def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0
         makes them.
     kfold : int, default 0
         The K of K-fold cross-validation of each fit; 0: none.
+    choice : tuple of (list of str, list of str), optional
+        The structure's priors and hyperpriors in the sweep
+        (:func:`~bnn_zoo.experiments.sweep.spec.choices`); ``None``: the
+        fits' one pair.
 
     Returns
     -------
@@ -188,7 +195,7 @@ def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0
         small helpers included): the sum over a sweep's records is its count.
     """
     with _xla_programs() as built:
-        records = _fit_task(cfgs, keep_draws, kfold)
+        records = _fit_task(cfgs, keep_draws, kfold, choice)
     for r in records:
         r["record"]["xla_programs"] = built[0] / len(cfgs)
     return records
@@ -211,12 +218,12 @@ def _xla_programs():
         jax.monitoring.unregister_event_duration_listener(listen)
 
 
-def _fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool, kfold: int) -> list[dict]:
+def _fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool, kfold: int, choice: tuple | None) -> list[dict]:
     from bnn_zoo.inference.diagnostics.convergence import convergence
 
     t0 = time.perf_counter()
     splits = [toy.data(c) for c in cfgs]
-    batch = Batch(cfgs, [(s.X_train, s.y_train) for s in splits])
+    batch = Batch(cfgs, [(s.X_train, s.y_train) for s in splits], choice=choice)
     rows = [batch.candidates(i) for i in range(len(cfgs))]
     timing = evaluation.Timing()
     out = evaluation.score(batch.density, batch.model.observed_RVs[0].name, batch.qs(rows),
@@ -245,7 +252,7 @@ def _fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool, kfold: int) -> list[d
         draws = _datatree(cfg, splits[i], batch, chosen) if keep_draws else None
         records.append({"record": record, "draws": draws})
     if kfold:
-        for r, fold in zip(records, kfold_task(cfgs, splits, kfold)):
+        for r, fold in zip(records, kfold_task(cfgs, splits, kfold, choice)):
             r["record"].update(fold)
     for r in records:
         r["record"]["task_seconds"] = (time.perf_counter() - t0) / len(cfgs)
@@ -277,7 +284,7 @@ def folds(n: int, k: int, seed: int) -> list[np.ndarray]:
     return np.array_split(np.random.default_rng([seed, 17]).permutation(n), k)
 
 
-def kfold_task(cfgs: list[toy.ToyConfig], splits: list, k: int) -> list[dict]:
+def kfold_task(cfgs: list[toy.ToyConfig], splits: list, k: int, choice: tuple | None = None) -> list[dict]:
     """K-fold cross-validation of each fit: the fit's settings refitted (vectorised) on ``k``
     training sets of ``n - n / k`` rows, each scored on its held-out rows by the log posterior
     predictive density ``log mean_s p(y_i | z_s)`` of ``draws`` draws of its q. Returns per
@@ -294,6 +301,8 @@ def kfold_task(cfgs: list[toy.ToyConfig], splits: list, k: int) -> list[dict]:
         Each fit's data; the folds cut its training set.
     k : int
         The folds (:func:`folds`, seeded by each fit's ``seed``).
+    choice : tuple of (list of str, list of str), optional
+        The structure's priors and hyperpriors, as :func:`fit_task`'s.
 
     Returns
     -------
@@ -305,7 +314,8 @@ def kfold_task(cfgs: list[toy.ToyConfig], splits: list, k: int) -> list[dict]:
     cases = [(i, held) for i, part in enumerate(parts) for held in part]  # one fit per fold
     keep = [np.setdiff1d(np.arange(cfgs[i].n_train), held) for i, held in cases]
     batch = Batch([cfgs[i] for i, _ in cases],
-                  [(splits[i].X_train[rows], splits[i].y_train[rows]) for (i, _), rows in zip(cases, keep)])
+                  [(splits[i].X_train[rows], splits[i].y_train[rows]) for (i, _), rows in zip(cases, keep)],
+                  choice=choice)
     lppd = evaluation.fold_scores(  # the folds are of equal size: k divides n_train (sweep.check)
         batch.density, batch.qs([batch.candidates(j) for j in range(len(cases))]), _stack(batch.trains),
         _stack([batch.data(splits[i].X_train[held], splits[i].y_train[held], cfgs[i]) for i, held in cases]),
@@ -441,14 +451,14 @@ def _datatree(cfg, split, batch: Batch, row: int):
     from bnn_zoo.inference.posterior.result import FitResult
 
     with bnn_zoo.precision(cfg.float32):
-        model = toy.model(cfg, split, choice=choices(cfg))  # the batch's model, on this fit's data
-    select(model, indices(cfg))
+        model = toy.model(cfg, split, choice=batch.choice)  # the batch's model, on this fit's data
+    select(model, indices(cfg, batch.choice))
     result = FitResult(model=model, family=batch.family, layout=batch.layout, params=batch.params(row),
                        elbo=batch.out.elbo[row], config=dict(batch.out.config, seed=cfg.seed), seconds=0.0,
                        compile_seconds=0.0, density=batch.density)
     tree = bnn_zoo.sample(result, cfg.draws, random_seed=cfg.seed, var_names=())
     # the pair's index is the batch's, not the fit's data: the tree is the one the toy run writes
-    tree["constant_data"] = tree["constant_data"].to_dataset().drop_vars(list(indices(cfg)))
+    tree["constant_data"] = tree["constant_data"].to_dataset().drop_vars(list(indices(cfg, batch.choice)))
     return tree
 
 

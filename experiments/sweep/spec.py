@@ -20,7 +20,7 @@ import numpy as np
 from bnn_zoo.experiments.harness.fit_flags import build_parser
 from bnn_zoo.experiments.toy import priors as toy
 from bnn_zoo.models.layers import HYPERPRIOR_INDEX, PRIOR_INDEX
-from bnn_zoo.models.priors import HYPERPRIORS, SCALE_FREE
+from bnn_zoo.models.priors import SCALE_FREE
 
 __all__ = ["KEY_FIELDS", "SPLIT_FIELDS", "choices", "fit_key", "indices", "scale_variables", "specs",
            "split_settings", "structure", "tasks"]
@@ -77,12 +77,9 @@ def structure(cfg: toy.ToyConfig) -> tuple:
     """Fits with the same structure run in one vmapped program: all settings but the data's and
     the prior pair's, and whether the model has scale variables.
 
-    The pairs of a structure share one model, their prior a choice selected
-    by data (:func:`choices`, :func:`indices`), so that the sweep compiles
-    one fit program and one evaluation program per structure, not per pair.
-    A prior outside the toy experiment's grid
-    (:data:`~bnn_zoo.experiments.toy.priors.GRID_PRIORS`) makes a structure
-    of its own with the grid's.
+    A structure's pairs share one model, their prior a choice selected by
+    data (:func:`choices`, :func:`indices`), so that the sweep compiles one
+    fit program and one evaluation program per structure, not per pair.
 
     Parameters
     ----------
@@ -93,63 +90,73 @@ def structure(cfg: toy.ToyConfig) -> tuple:
     -------
     tuple
         The values of :data:`KEY_FIELDS` but the data set, noise, seed,
-        ``init_seed``, prior and hyperprior, in that order;
-        :func:`scale_variables`; and the prior where it is not the grid's.
+        ``init_seed``, prior and hyperprior, in that order, and
+        :func:`scale_variables`.
     """
-    return (*(getattr(cfg, k) for k in KEY_FIELDS if k not in _NOT_STRUCTURE), scale_variables(cfg),
-            None if cfg.prior in toy.GRID_PRIORS else cfg.prior)
+    return (*(getattr(cfg, k) for k in KEY_FIELDS if k not in _NOT_STRUCTURE), scale_variables(cfg))
 
 
 _NOT_STRUCTURE = ("dataset", "noise", "seed", "init_seed", "prior", "hyperprior")
 
 
-def choices(cfg: toy.ToyConfig) -> tuple[list[str], list[str]]:
-    """The priors and hyperpriors the model of the fit's :func:`structure` chooses among.
+def choices(cfgs: list[toy.ToyConfig]) -> dict[tuple, tuple | None]:
+    """The priors and hyperpriors each structure's model chooses among: the sweep's own pairs.
 
-    The toy experiment's grid of priors
-    (:data:`~bnn_zoo.experiments.toy.priors.GRID_PRIORS`, and the fit's own
-    prior where it is not one of them) and every registered hyperprior, as
-    far as they build a model of the structure's variables: with scale
-    variables, the priors with a scale and the hyperpriors of random scales;
-    without, the priors under the fixed scale (a prior without a scale
-    ignores its hyperprior). The same lists for every fit of a structure,
-    whatever the sweep's pairs.
+    Made from all of a sweep's fits (not those left to fit), so that a
+    resumed sweep builds the models the first run built.
 
     Parameters
     ----------
-    cfg : ToyConfig
-        The fit's settings.
+    cfgs : list of ToyConfig
+        The sweep's fits (:func:`specs`).
 
     Returns
     -------
-    tuple of (list of str, list of str)
-        The priors and the hyperpriors, each sorted by name.
+    dict of tuple to (tuple of (list of str, list of str)) or None
+        By :func:`structure`: its priors and hyperpriors, each sorted by name
+        (``["fixed"]`` without scale variables: a prior without a scale ignores
+        its hyperprior); ``None`` where the structure has one model, which is
+        then built as its pair alone.
     """
-    grid = {*toy.GRID_PRIORS, cfg.prior}
-    if scale_variables(cfg):
-        return sorted(p for p in grid if p not in SCALE_FREE), sorted(h for h in HYPERPRIORS if h != "fixed")
-    return sorted(grid), ["fixed"]
+    out = {}
+    for key, group in _groups(cfgs).items():
+        priors = sorted({c.prior for c in group})
+        hyperpriors = sorted({c.hyperprior for c in group}) if key[-1] else ["fixed"]
+        out[key] = (priors, hyperpriors) if len(priors) > 1 or len(hyperpriors) > 1 else None
+    return out
 
 
-def indices(cfg: toy.ToyConfig) -> dict[str, int]:
-    """The data that select the fit's pair in its structure's model (:func:`choices`).
+def indices(cfg: toy.ToyConfig, choice: tuple | None) -> dict[str, int]:
+    """The data that select the fit's pair in its structure's model.
 
     Parameters
     ----------
     cfg : ToyConfig
         The fit's settings.
+    choice : tuple of (list of str, list of str) or None
+        Its structure's :func:`choices`.
 
     Returns
     -------
     dict of str to int
-        ``prior_index`` and, where the hyperprior is a choice,
-        ``hyperprior_index`` (:data:`bnn_zoo.models.layers.PRIOR_INDEX`).
+        ``prior_index`` where the prior is a choice and ``hyperprior_index``
+        where the hyperprior is (:data:`bnn_zoo.models.layers.PRIOR_INDEX`);
+        empty for a model of one pair.
     """
-    priors, hyperpriors = choices(cfg)
-    out = {PRIOR_INDEX: priors.index(cfg.prior)}
+    if choice is None:
+        return {}
+    priors, hyperpriors = choice
+    out = {PRIOR_INDEX: priors.index(cfg.prior)} if len(priors) > 1 else {}
     if len(hyperpriors) > 1:
         out[HYPERPRIOR_INDEX] = hyperpriors.index(cfg.hyperprior)
     return out
+
+
+def _groups(cfgs: list[toy.ToyConfig]) -> dict[tuple, list]:
+    groups: dict[tuple, list] = {}
+    for cfg in cfgs:
+        groups.setdefault(structure(cfg), []).append(cfg)
+    return groups
 
 
 def split_settings(cfg) -> dict:
@@ -224,11 +231,8 @@ def tasks(cfgs: list[toy.ToyConfig], per_task: int) -> list[list[toy.ToyConfig]]
         The tasks, each of one structure, in the order of ``cfgs``' first
         appearances.
     """
-    groups: dict[tuple, list] = {}
-    for cfg in cfgs:
-        groups.setdefault(structure(cfg), []).append(cfg)
     out = []
-    for group in groups.values():
+    for group in _groups(cfgs).values():
         size = max(1, per_task // group[0].restarts)
         n = -(-len(group) // size)  # as few tasks as that allows, of even sizes
         out += [list(part) for part in np.array_split(np.array(group, dtype=object), n)]
