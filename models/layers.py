@@ -40,9 +40,10 @@ class LayerPriors:
     ------
     ValueError
         For an unknown prior or hyperprior, a parameter it does not take, or
-        a choice whose candidates would build models of other variables:
-        a prior without a scale beside one with a random scale, or a choice
-        of hyperprior with a prior without a scale.
+        a choice whose candidates would build models of other variables: a
+        prior without a scale beside one with a scale, unless the hyperprior
+        is ``fixed``. (Priors that all lack a scale ignore the hyperprior,
+        and their model has no ``hyperprior_index``.)
     """
 
     def __init__(self, prior, hyperprior, prior_params=None, hyperprior_params=None):

@@ -443,9 +443,11 @@ def defaults(name: str) -> dict:
 # the log density of the model built with candidate ``i`` alone.
 
 
-def _candidate(make, *args):
-    """The random variable ``make(*args)`` creates, in a model of its own (not the caller's)."""
-    with pm.Model(model=None):
+def _candidate(make, floatX: str, *args):
+    """The random variable ``make(*args)`` creates, in a model of its own (not the caller's), under
+    the ``floatX`` the choice was made under (PyMC builds a variable's log density when the model's
+    is asked for, which may be under another precision)."""
+    with pm.Model(model=None), pytensor.config.change_flags(floatX=floatX):
         return make(*args)
 
 
@@ -490,14 +492,15 @@ def weight_prior_choice(names, index, prior_params: dict | None = None) -> Calla
     if len(names) < 2:
         raise ValueError(f"a choice of weight priors needs at least two names, got {names!r}")
     makers = [get_weight_prior(n, **(prior_params or {}).get(n, {})) for n in names]
+    floatX = pytensor.config.floatX
 
     def logp(value, scale, index):
-        return _select(index, [pm.logp(_candidate(m, "w", scale, None), value) for m in makers])
+        return _select(index, [pm.logp(_candidate(m, floatX, "w", scale, None), value) for m in makers])
 
     def support_point(rv, size, scale, index):
         from pymc.distributions.distribution import support_point as point_of
 
-        point = _select(index, [point_of(_candidate(m, "w", scale, None)) for m in makers])
+        point = _select(index, [point_of(_candidate(m, floatX, "w", scale, None)) for m in makers])
         return (pt.zeros_like(scale) if rv_size_is_none(size) else pt.zeros(size)).astype(rv.dtype) + point
 
     def prior(name, scale, dims):
@@ -543,19 +546,20 @@ def hyperprior_choice(names, index, hyperprior_params: dict | None = None) -> Ca
     if len(names) < 2 or "fixed" in names:
         raise ValueError(f"a choice of hyperpriors needs at least two names of random scales, got {names!r}")
     makers = [get_hyperprior(n, **(hyperprior_params or {}).get(n, {})) for n in names]
-    transforms = [_default_transform(rv.owner.op, rv) for rv in (_candidate(m, "s") for m in makers)]
+    floatX = pytensor.config.floatX
+    transforms = [_default_transform(rv.owner.op, rv) for rv in (_candidate(m, floatX, "s") for m in makers)]
     if len({type(t) for t in transforms}) != 1:
         raise ValueError(f"the hyperpriors {names!r} have scales PyMC transforms differently; choose among ones alike")
     transform = transforms[0]
 
     def logp(value, index):
-        return _select(index, [pm.logp(_candidate(m, "s"), value) for m in makers])
+        return _select(index, [pm.logp(_candidate(m, floatX, "s"), value) for m in makers])
 
     def support_point(rv, size, index):
-        return _select(index, [point_of(_candidate(m, "s")) for m in makers]).astype(rv.dtype)
+        return _select(index, [point_of(_candidate(m, floatX, "s")) for m in makers]).astype(rv.dtype)
 
     def scale(name):
         return pm.CustomDist(name, index, logp=logp, support_point=support_point, transform=transform,
-                             class_name="HyperpriorChoice", dtype=pytensor.config.floatX)
+                             class_name="HyperpriorChoice", dtype=floatX)
 
     return scale

@@ -78,6 +78,19 @@ def test_the_sixteen_prior_pairs_make_two_structures_and_two_programs(tmp_path):
     assert len(sweep_spec.tasks(cfgs, 300)) == 2
 
 
+def test_a_float32_sweep_computes_its_log_density_in_float32(tmp_path):
+    """The structure's model is compiled under the sweep's precision: a float32 sweep's log density
+    (the choice's candidates included) is float32, as ``bnn-zoo moons --float32``'s."""
+    cfgs = sweep_spec.specs(_args(tmp_path, "--priors", "normal,laplace", "--hyperpriors", "inversegamma",
+                                  "--float32", "--steps", "100"))
+    choice = sweep_spec.choices(cfgs)[sweep_spec.structure(cfgs[0])]
+    assert choice == (["laplace", "normal"], ["inversegamma"])
+    b = sweep_fits.Batch(cfgs, [(s.X_train, s.y_train) for s in map(toy.data, cfgs)], choice=choice)
+    z = np.zeros(b.layout.dim, "float32")
+    (logp,) = b.density.select(("logp",))(b.layout.unflatten(z), *b.trains[0])
+    assert logp.dtype == np.float32 and np.isfinite(logp)
+
+
 def test_a_dask_cluster_gives_the_in_process_results(tmp_path):
     """A LocalCluster of 2 workers, tasks of one fit and of two: the same records as in-process.
     (One structure, two seeds: in-process one task of both fits, on the cluster a task of one each.)"""

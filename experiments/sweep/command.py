@@ -137,7 +137,7 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
                     finish(futures[future], future.result())
                     advance(len(futures[future]))
     finally:
-        references.shutdown(wait=False, cancel_futures=True)  # a Ctrl-C waits for no reference
+        references.shutdown(wait=False, cancel_futures=True)  # a Ctrl-C cancels the references not begun
         close()
     return store.consolidate(), len(todo)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import threading
 import time
 
 import jax
@@ -125,6 +126,7 @@ class Batch:
 
 #: Each structure's model, compiled, and its pairs' initial points: made once in a process.
 _STRUCTURES: dict[str, dict] = {}
+_STRUCTURES_LOCK = threading.Lock()
 
 
 def _structure_model(cfgs: list[toy.ToyConfig], X: np.ndarray, y: np.ndarray, choice: tuple | None) -> dict:
@@ -140,20 +142,21 @@ def _structure_model(cfgs: list[toy.ToyConfig], X: np.ndarray, y: np.ndarray, ch
     priors, hyperpriors = choice or ([cfg0.prior], [cfg0.hyperprior])
     key = json.dumps([repr(structure(cfg0)), np.shape(X), priors, {h: toy.hyperprior_params(h) for h in hyperpriors}],
                      sort_keys=True)  # the data's shape too: a K-fold refit's rows are fewer
-    if key not in _STRUCTURES:
-        with bnn_zoo.precision(cfg0.float32):
-            model = toy.model(cfg0, Split(X, y, X[:1], y[:1]), choice=choice)
-        _STRUCTURES[key] = {"model": model, "points": {}}
-    known = _STRUCTURES[key]
-    missing = {tuple(indices(c, choice).items()) for c in cfgs} - set(known["points"])
-    if missing:
-        start = make_initial_point_fn(model=known["model"], return_transformed=True)
-        for pair in sorted(missing):
-            select(known["model"], dict(pair))
-            known["points"][pair] = start(None)
-    if "density" not in known:
-        known["layout"] = Layout.of(known["model"], known["points"][tuple(indices(cfg0, choice).items())])
-        known["density"] = compile_model(known["model"], known["layout"])
+    # Under the sweep's precision: PyMC builds the log density when it is asked for, and a float32
+    # model's, built under float64, would compute in float64 (tests/test_sweep.py checks).
+    with _STRUCTURES_LOCK, bnn_zoo.precision(cfg0.float32):  # one task at a time sets a model's index
+        if key not in _STRUCTURES:
+            _STRUCTURES[key] = {"model": toy.model(cfg0, Split(X, y, X[:1], y[:1]), choice=choice), "points": {}}
+        known = _STRUCTURES[key]
+        missing = {tuple(indices(c, choice).items()) for c in cfgs} - set(known["points"])
+        if missing:
+            start = make_initial_point_fn(model=known["model"], return_transformed=True)
+            for pair in sorted(missing):
+                select(known["model"], dict(pair))
+                known["points"][pair] = start(None)
+        if "density" not in known:
+            known["layout"] = Layout.of(known["model"], known["points"][tuple(indices(cfg0, choice).items())])
+            known["density"] = compile_model(known["model"], known["layout"])
     return known
 
 
@@ -192,7 +195,9 @@ def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0
         pointwise values), and ``"draws"``, the fit's ArviZ DataTree or
         ``None``. ``xla_programs`` is the fit's share of the XLA programs
         its task built (compiled or read back from JAX's persistent cache,
-        small helpers included): the sum over a sweep's records is its count.
+        small helpers included): the sum over a sweep's records is its count
+        where each process runs one task at a time (the sweep's workers
+        have one thread each).
     """
     with _xla_programs() as built:
         records = _fit_task(cfgs, keep_draws, kfold, choice)
