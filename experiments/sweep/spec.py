@@ -121,7 +121,7 @@ def choices(cfgs: list[toy.ToyConfig]) -> dict[tuple, tuple | None]:
     out = {}
     for key, group in _groups(cfgs).items():
         priors = sorted({c.prior for c in group})
-        hyperpriors = sorted({c.hyperprior for c in group}) if key[-1] else ["fixed"]
+        hyperpriors = sorted({c.hyperprior for c in group}) if scale_variables(group[0]) else ["fixed"]
         out[key] = (priors, hyperpriors) if len(priors) > 1 or len(hyperpriors) > 1 else None
     return out
 
