@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pymc as pm
 from jax.extend import core as jax_core
@@ -31,7 +30,7 @@ MAP_BYTES = 8 * 2**20
 
 
 class DrawMap:
-    """``f(per_draw, consts) -> list of arrays (draws, ...)``: ``fn(one_draw, consts)`` for every draw.
+    """``f(per_draw, consts) -> list of NumPy arrays (draws, ...)``: ``fn(one_draw, consts)`` for every draw.
 
     ``per_draw`` is a pytree of arrays with a leading draws axis. As the
     engine does with steps, cheap draws (under
@@ -60,6 +59,10 @@ class DrawMap:
         self.block = jax.jit(jax.vmap(fn, in_axes=(0, None)))  # a block of draws; one program per block size
 
     def __call__(self, per_draw, consts) -> list:
+        # Draws are sliced, padded and joined in NumPy: on JAX arrays each of those would be a
+        # program of its own, traced and compiled in every process (11 of the 25 programs of a
+        # small model's fit(method="auto") + sample(4000)).
+        per_draw = jax.tree_util.tree_map(np.asarray, per_draw)
         first = jax.tree_util.tree_map(lambda a: a[0], per_draw)
         n = len(jax.tree_util.tree_leaves(per_draw)[0])
         shapes = str(jax.tree_util.tree_map(lambda a: (a.shape, a.dtype), (first, consts)))
@@ -69,13 +72,13 @@ class DrawMap:
         largest = self.block_draws[shapes]
         if largest is None:
             outs = [self.one(jax.tree_util.tree_map(lambda a: a[i], per_draw), consts) for i in range(n)]
-            return [jnp.stack(parts) for parts in zip(*outs)]
+            return [np.stack(jax.device_get(parts)) for parts in zip(*outs)]
         chunk = min(largest, 1 << (n - 1).bit_length())  # n's power of two: padding at most doubles the work
         parts = []
         for start in range(0, n, chunk):  # the last chunk padded with copies of its last draw
             piece = jax.tree_util.tree_map(lambda a: _padded(a[start:start + chunk], chunk), per_draw)
-            parts.append([o[: min(chunk, n - start)] for o in self.block(piece, consts)])
-        return [jnp.concatenate(outs) if len(outs) > 1 else outs[0] for outs in zip(*parts)]
+            parts.append([o[: min(chunk, n - start)] for o in jax.device_get(self.block(piece, consts))])
+        return [np.concatenate(outs) if len(outs) > 1 else outs[0] for outs in zip(*parts)]
 
 
 def map_draws(cache: dict, key, fn) -> DrawMap:
@@ -109,7 +112,7 @@ def _block_draws(jaxpr) -> int:
 
 def _padded(a, size: int):
     """``a``'s rows, then copies of its last row up to ``size`` rows."""
-    return a if len(a) == size else jnp.concatenate([a, jnp.broadcast_to(a[-1:], (size - len(a), *a.shape[1:]))])
+    return a if len(a) == size else np.concatenate([a, np.broadcast_to(a[-1:], (size - len(a), *a.shape[1:]))])
 
 
 def _jaxpr_bytes(jaxpr) -> int:
@@ -269,5 +272,5 @@ def evaluate_draws(density: ModelFunction, z: np.ndarray, data: Sequence[np.ndar
     select, unflatten = density.select(outputs), density.layout.unflatten
     evaluate = map_draws(density.jitted, ("evaluate", outputs),
                           lambda z, data: select(unflatten(z), *data))
-    values = evaluate(jnp.asarray(z, dtype=density.layout.slots[0][3]), tuple(data))
+    values = evaluate(np.asarray(z, dtype=density.layout.slots[0][3]), tuple(data))
     return {name: np.asarray(v) for name, v in zip(outputs, values)}
