@@ -59,9 +59,8 @@ class DrawMap:
         self.block = jax.jit(jax.vmap(fn, in_axes=(0, None)))  # a block of draws; one program per block size
 
     def __call__(self, per_draw, consts) -> list:
-        # Draws are sliced, padded and joined in NumPy: on JAX arrays each of those would be a
-        # program of its own, traced and compiled in every process (11 of the 25 programs of a
-        # small model's fit(method="auto") + sample(4000)).
+        # Draws are sliced, padded and joined in NumPy: on JAX arrays each slice, pad and join is
+        # an XLA program of its own, traced and compiled (or read back from disk) in every process.
         per_draw = jax.tree_util.tree_map(np.asarray, per_draw)
         first = jax.tree_util.tree_map(lambda a: a[0], per_draw)
         n = len(jax.tree_util.tree_leaves(per_draw)[0])
