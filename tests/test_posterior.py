@@ -13,6 +13,7 @@ import xarray as xr
 
 import bnn_zoo
 from bnn_zoo import loo, predict, sample
+from bnn_zoo.cache import count_programs
 from bnn_zoo.data import toy
 from bnn_zoo.evaluation.metrics import accuracy
 from bnn_zoo.inference.compile import cost
@@ -315,20 +316,11 @@ def test_draws_evaluated_in_blocks_equal_draws_one_at_a_time(fitted, monkeypatch
     draw_map = result.density.jitted[key]
     [block] = draw_map.block_draws.values()  # a power of two: this network's draws (~250 KB each) in map_bytes
     assert block & (block - 1) == 0 and 37 % block
-    built = []
-
-    def listen(event, duration, **kwargs):  # every XLA program built, compiled or read back from disk
-        if event == "/jax/core/compile/backend_compile_duration":
-            built.append(event)
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
+    with count_programs() as built:
         more = evaluate_z(result, np.concatenate([z, z[:13]]), ["p"])["p"]
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
     np.testing.assert_allclose(more, np.concatenate([blocked, blocked[:13]]), rtol=1e-12)
     assert draw_map.block._cache_size() == 1  # 37 and 50 draws: one compiled program, of one block
-    assert built == []  # the draws sliced, padded and joined on the host: no program of their own
+    assert built == [0]  # the draws sliced, padded and joined on the host: no program of their own
     data = tuple(np.asarray(v.get_value()) for v in result.model.data_vars)
     jaxpr = str(jax.make_jaxpr(draw_map.block)(z[:block], data))
     one = str(jax.make_jaxpr(draw_map.fn)(z[0], data))

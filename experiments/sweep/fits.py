@@ -12,7 +12,6 @@ reference. They run on a Dask worker or in this process, and write nothing.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import threading
@@ -21,6 +20,7 @@ import time
 import jax
 import numpy as np
 
+from bnn_zoo.cache import count_programs
 from bnn_zoo.experiments.harness.runner import make_optimizer
 from bnn_zoo.experiments.sweep import evaluation
 from bnn_zoo.experiments.sweep.spec import KEY_FIELDS, fit_key, indices, structure
@@ -199,28 +199,11 @@ def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0
         where each process runs one task at a time (the sweep's workers
         have one thread each).
     """
-    with _xla_programs() as built:
+    with count_programs() as built:
         records = _fit_task(cfgs, keep_draws, kfold, choice)
     for r in records:
         r["record"]["xla_programs"] = built[0] / len(cfgs)
     return records
-
-
-@contextlib.contextmanager
-def _xla_programs():
-    """Counts the XLA programs built inside it (compiled, or read back from JAX's persistent cache):
-    ``[count]``, final when the block ends."""
-    built = [0]
-
-    def listen(event, duration, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            built[0] += 1
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
-        yield built
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
 
 
 def _fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool, kfold: int, choice: tuple | None) -> list[dict]:

@@ -6,11 +6,12 @@ reads the one folder from the one place.
 
 from pathlib import Path
 
+import contextlib
 import os
 import time
 
 __all__ = ["OFF", "PROGRAMS_MAX_BYTES", "TRIM_EVERY_SECONDS", "compile_cache_env", "compiled_programs",
-           "trim_compiled_programs", "use_compiled_programs", "user_cache"]
+           "count_programs", "trim_compiled_programs", "use_compiled_programs", "user_cache"]
 
 #: The environment variable that turns the kept programs off: ``BNN_ZOO_JAX_CACHE=off``.
 OFF = "BNN_ZOO_JAX_CACHE"
@@ -18,6 +19,32 @@ OFF = "BNN_ZOO_JAX_CACHE"
 PROGRAMS_MAX_BYTES = 1 << 30
 #: How often the folder is trimmed: at most once a day, by the first process to compile after that.
 TRIM_EVERY_SECONDS = 24 * 3600
+
+
+@contextlib.contextmanager
+def count_programs():
+    """The XLA programs JAX builds inside the block, compiled or read back from :func:`compiled_programs`.
+
+    Counted through :mod:`jax.monitoring`'s backend-compile event, in every thread of the process.
+
+    Yields
+    ------
+    list of int
+        ``[count]``, final when the block ends.
+    """
+    import jax
+
+    built = [0]
+
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            built[0] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        yield built
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
 
 
 def user_cache() -> Path:
