@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnn_zoo.evaluation import metrics
+from bnn_zoo.inference.compile.jax_fixes import elementwise_dots
 from bnn_zoo.inference.diagnostics import psis
 from bnn_zoo.inference.families import gaussians
 from bnn_zoo.inference.posterior import restarts
@@ -65,12 +66,14 @@ def noise(seeds, n: int, dim: int) -> np.ndarray:
 
 
 def _compiled(density, key, fn, args, timing: Timing):
-    """``fn`` compiled for ``args``' shapes, kept in ``density.jitted`` under ``key``."""
+    """``fn`` compiled for ``args``' shapes, kept in ``density.jitted`` under ``key``; traced with the
+    network's small matrix products elementwise (:func:`~bnn_zoo.inference.compile.jax_fixes.elementwise_dots`)."""
     shapes = str(jax.tree_util.tree_map(lambda a: (np.shape(a), np.asarray(a).dtype.str), args))
     programs = density.jitted.setdefault(key, {})
     if shapes not in programs:
         t0 = time.perf_counter()
-        programs[shapes] = jax.jit(fn).lower(*args).compile()
+        with elementwise_dots():
+            programs[shapes] = jax.jit(fn).lower(*args).compile()
         timing.compile += time.perf_counter() - t0
     return programs[shapes]
 
@@ -93,8 +96,9 @@ def _map_fits(density, key, one, args: dict, timing: Timing) -> dict:
 
 
 def _predictive(density, draws: int):
-    """``(z, data) -> p``: the posterior predictive mean over ``draws`` draws ``z`` at ``data``'s points."""
-    mean_p, dtype = draws_mean(density, "p", draws), density.layout.slots[0][3]
+    """``(z, data) -> p``: the posterior predictive mean over ``draws`` draws ``z`` at ``data``'s points,
+    a draw at a time (faster, on a CPU, than blocks of draws for a small network on many points)."""
+    mean_p, dtype = draws_mean(density, "p", draws, block=1), density.layout.slots[0][3]
     return lambda z, data: mean_p(z.astype(dtype), data).astype("float64")
 
 

@@ -414,11 +414,11 @@ def posterior_mean(density: ModelFunction, z: np.ndarray, data: Sequence[np.ndar
     return np.asarray(mean, "float64")
 
 
-def draws_mean(density: ModelFunction, var: str, n_draws: int):
+def draws_mean(density: ModelFunction, var: str, n_draws: int, block: int = 50):
     """The traceable ``f(z, data)``: the mean of ``var`` over ``n_draws`` draws ``z``, on ``data``.
 
     The draws are evaluated in a ``lax.scan`` over equal blocks of at most
-    50, so that a large test set's per-draw values are never held at once:
+    ``block``, so that a large test set's per-draw values are never held at once:
     :func:`posterior_mean` compiles it, and a sweep's device program maps it
     over fits.
 
@@ -430,6 +430,9 @@ def draws_mean(density: ModelFunction, var: str, n_draws: int):
         A model variable (free or deterministic), e.g. ``"p"``.
     n_draws : int
         The draws ``f`` takes.
+    block : int, default 50
+        The most draws evaluated together (the largest divisor of
+        ``n_draws`` not above it).
 
     Returns
     -------
@@ -437,7 +440,7 @@ def draws_mean(density: ModelFunction, var: str, n_draws: int):
         ``f(z, data)``: ``z`` ``(n_draws, dim)`` in the layout's dtype,
         ``data`` a tuple of one array per data container.
     """
-    block = max(b for b in range(1, min(n_draws, 50) + 1) if n_draws % b == 0)
+    block = max(b for b in range(1, min(n_draws, block) + 1) if n_draws % b == 0)
     select, unflatten = density.select((var,)), density.layout.unflatten
 
     def run(z, data):
