@@ -32,11 +32,12 @@ factor is small (``SMALL_DOT`` entries at most, such as a toy network's 2x5
 and 5x5 weights) is traced as a broadcast multiply and sum rather than
 pytensor's ``jnp.dot``. On a CPU, XLA runs a tiny ``dot`` as a call of its
 own per product, while the elementwise form fuses with the activations
-around it: evaluating a 2-5-5-2 network at 6,000 draws of 700 points takes
-about 150 ms one way and 80 the other on one core. Under a ``vmap`` over many
-fits the call wins back (a sweep's fit program is slower the elementwise
-way), so the form is chosen where a program is traced, not for every model:
-the sweep's evaluation programs trace within it.
+around it: a sweep's evaluation program, which evaluates a 2-5-5-2 network
+at each draw, takes about half the time (``python -m
+benchmarks.sweep_speed``, docs/benchmarks.md). Under a ``vmap`` over a
+task's rows, as in a sweep's fit program, XLA's ``dot`` is the faster form,
+so the form is chosen where a program is traced, not for every model: the
+sweep's evaluation programs trace within it.
 """
 
 from __future__ import annotations
