@@ -27,6 +27,14 @@ that directory, it is set here to ``generated-src`` in bnn-zoo's user cache
 (:func:`bnn_zoo.cache.user_cache`), where each source is one content-addressed
 file, reused by every later run, and PyTensor prunes the ones unused for weeks.
 
+Indexing each row of a matrix at one column, ``x[arange(n)[:, None], y]``
+(how PyMC's ``Categorical`` takes each observation's log probability of its
+class), is a gather in XLA, and its gradient a scatter; on a CPU both run
+element by element. Where the matrix has at most ``SMALL_TAKE`` columns (a
+classifier's classes), the column is picked by comparing ``y`` with each
+column index instead, which fuses with the log-softmax around it
+(``python -m benchmarks.sweep_speed``, docs/benchmarks.md).
+
 Within :func:`elementwise_dots`, a product of two matrices whose right
 factor is small (``SMALL_DOT`` entries at most, such as a toy network's 2x5
 and 5x5 weights) is traced as a broadcast multiply and sum rather than
@@ -38,6 +46,7 @@ benchmarks.sweep_speed``, docs/benchmarks.md). Under a ``vmap`` over a
 task's rows, as in a sweep's fit program, XLA's ``dot`` is the faster form,
 so the form is chosen where a program is traced, not for every model: the
 sweep's evaluation programs trace within it.
+
 """
 
 from __future__ import annotations
@@ -46,16 +55,24 @@ import contextlib
 import contextvars
 
 import jax
+import jax.numpy as jnp
 import pytensor
+from pytensor.graph.basic import Constant
 from pytensor.link.jax.dispatch import jax_funcify
 from pytensor.scalar import Softplus
-from pytensor.tensor.elemwise import CAReduce
+from pytensor.tensor.basic import ARange
+from pytensor.tensor.elemwise import CAReduce, DimShuffle
 from pytensor.tensor.math import Dot
+from pytensor.tensor.subtensor import AdvancedSubtensor
+from pytensor.tensor.type import float_dtypes, integer_dtypes
 
-__all__ = ["SMALL_DOT", "elementwise_dots"]
+__all__ = ["SMALL_DOT", "SMALL_TAKE", "elementwise_dots"]
 
 #: The most entries of a right factor that :func:`elementwise_dots` multiplies elementwise.
 SMALL_DOT = 64
+#: The most columns of a matrix whose row-by-row indexing ``x[arange(n)[:, None], y]`` compares
+#: ``y`` with each column index rather than gathering.
+SMALL_TAKE = 16
 
 _ELEMENTWISE_DOTS = contextvars.ContextVar("elementwise_dots", default=False)
 
@@ -65,6 +82,7 @@ if not pytensor.config.generated_src_dir:  # a user's own setting stays
     pytensor.config.generated_src_dir = str(user_cache() / "generated-src")
 
 _careduce_acc_dtype = jax_funcify.dispatch(CAReduce)
+_advanced_subtensor = jax_funcify.dispatch(AdvancedSubtensor)
 
 
 @jax_funcify.register(CAReduce)
@@ -117,3 +135,38 @@ def _dot_small_elementwise(op, **kwargs):
         return jax.numpy.dot(x, y)
 
     return dot
+
+
+def _counts_rows(var) -> bool:
+    """Whether ``var`` is ``arange(0, n, 1)``, possibly with broadcastable axes after its one."""
+    node = var.owner
+    if node is not None and isinstance(node.op, DimShuffle):
+        if node.op.new_order[:1] != (0,) or any(o != "x" for o in node.op.new_order[1:]):
+            return False
+        node = node.inputs[0].owner
+    if node is None or not isinstance(node.op, ARange):
+        return False
+    start, _, step = node.inputs
+    return all(isinstance(v, Constant) and v.data.ndim == 0 and v.data == c for v, c in ((start, 0), (step, 1)))
+
+
+@jax_funcify.register(AdvancedSubtensor)
+def _row_by_row_take(op, node=None, **kwargs):
+    """pytensor's ``AdvancedSubtensor``, but ``x[arange(n)[:, None], y]`` of a float matrix with few
+    columns compares ``y`` with each column index (the module's note)."""
+    general = _advanced_subtensor(op, node=node, **kwargs)
+    if (node is None or tuple(getattr(op, "idx_list", ())) != (0, 1) or node.inputs[0].type.ndim != 2
+            or node.inputs[0].type.dtype not in float_dtypes or not _counts_rows(node.inputs[1])
+            or node.inputs[2].type.dtype not in integer_dtypes):
+        return general
+
+    def take(x, rows, cols):
+        m, k = rows.shape[0], x.shape[1]
+        if k > SMALL_TAKE or m > x.shape[0]:
+            return general(x, rows, cols)
+        shape = jnp.broadcast_shapes(rows.shape, cols.shape)
+        cols = jnp.broadcast_to(jnp.where(cols < 0, cols + k, cols), shape)
+        x = x[:m].reshape((m,) + (1,) * (len(shape) - 1) + (k,))
+        return jnp.where(cols[..., None] == jnp.arange(k), x, 0).sum(axis=-1)
+
+    return take
