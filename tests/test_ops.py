@@ -130,19 +130,20 @@ def test_jax_row_by_row_indexing_is_numpys_without_a_gather():
     # x[arange(n)[:, None], y], how PyMC's Categorical takes each row's log probability, is
     # traced as a comparison with each column index (inference.jax_fixes): values and
     # gradients are NumPy's indexing, for negative columns and fewer rows than x has; other
-    # rows, and more than SMALL_TAKE columns, stay a gather.
+    # rows, rows along another axis of the result, and more than SMALL_TAKE columns stay a gather.
     from bnn_zoo.inference.compile.graphs import jaxify
     from bnn_zoo.inference.compile.jax_fixes import SMALL_TAKE
 
     x, y = pt.matrix("x"), pt.lvector("y")
     rows = pt.arange(y.shape[0])
     exprs = [x[rows[:, None], y[:, None]], x[rows, y], x[rows[:, None], y],
-             x[pt.arange(1, y.shape[0]), y[1:]]]
+             x[pt.arange(1, y.shape[0]), y[1:]], x[rows, pt.stack([y, y[::-1]])]]
     rng = np.random.default_rng(0)
     for k in (3, SMALL_TAKE + 1):
         xv, yv = rng.normal(size=(7, k)), np.array([0, 2, -1, 1, -3, 2])  # 6 of the 7 rows
         expected = [xv[np.arange(6)[:, None], yv[:, None]], xv[np.arange(6), yv],
-                    xv[np.arange(6)[:, None], yv], xv[np.arange(1, 6), yv[1:]]]
+                    xv[np.arange(6)[:, None], yv], xv[np.arange(1, 6), yv[1:]],
+                    xv[np.arange(6), np.stack([yv, yv[::-1]])]]
         f = jaxify([x, y], exprs)
         for got, want in zip(f(xv, yv), expected):
             np.testing.assert_array_equal(np.asarray(got), want)
@@ -150,11 +151,13 @@ def test_jax_row_by_row_indexing_is_numpys_without_a_gather():
         grad = jax.grad(lambda v: sum((o * w).sum() for o, w in zip(f(v, yv), weights)))(xv)
         want = np.zeros_like(xv)
         for w, r, c in zip(weights, [np.arange(6)[:, None], np.arange(6), np.arange(6)[:, None],
-                                     np.arange(1, 6)], [yv[:, None], yv, yv, yv[1:]]):
+                                     np.arange(1, 6), np.arange(6)],
+                           [yv[:, None], yv, yv, yv[1:], np.stack([yv, yv[::-1]])]):
             np.add.at(want, np.broadcast_arrays(r, c), w)
         np.testing.assert_allclose(np.asarray(grad), want, rtol=1e-12)
         jaxpr = str(jax.make_jaxpr(f)(xv, yv))
-        assert jaxpr.count("gather[") == (len(exprs) if k > SMALL_TAKE else 1)  # arange(1, n): a gather
+        # arange(1, n), and rows along the result's last axis rather than its first: gathers
+        assert jaxpr.count("gather[") == (len(exprs) if k > SMALL_TAKE else 2)
 
 
 def test_bad_inputs_raise():

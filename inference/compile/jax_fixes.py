@@ -162,9 +162,9 @@ def _row_by_row_take(op, node=None, **kwargs):
 
     def take(x, rows, cols):
         m, k = rows.shape[0], x.shape[1]
-        if k > SMALL_TAKE or m > x.shape[0]:
-            return general(x, rows, cols)
         shape = jnp.broadcast_shapes(rows.shape, cols.shape)
+        if k > SMALL_TAKE or m > x.shape[0] or rows.ndim != len(shape):  # rows on another axis of the result
+            return general(x, rows, cols)
         cols = jnp.broadcast_to(jnp.where(cols < 0, cols + k, cols), shape)
         x = x[:m].reshape((m,) + (1,) * (len(shape) - 1) + (k,))
         return jnp.where(cols[..., None] == jnp.arange(k), x, 0).sum(axis=-1)
