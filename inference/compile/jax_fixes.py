@@ -46,7 +46,6 @@ benchmarks.sweep_speed``, docs/benchmarks.md). Under a ``vmap`` over a
 task's rows, as in a sweep's fit program, XLA's ``dot`` is the faster form,
 so the form is chosen where a program is traced, not for every model: the
 sweep's evaluation programs trace within it.
-
 """
 
 from __future__ import annotations
