@@ -15,7 +15,8 @@ warm-up that compiles:
   default) against NumPyro's ``AutoMultivariateNormal`` and a hand-written
   dense step (the engine's parametrisation and gradient, written in JAX for
   this one network);
-- flow: the engine (``"flow"``: 10 coupling layers of 2x32 units on a dense
+- flow: the engine (``"flow"`` at its defaults, ``defaults.FLOW_LAYERS`` coupling
+  layers of two hidden layers of ``defaults.FLOW_HIDDEN`` units, on a dense
   factor, with the path derivative, its default, and without it) against
   NumPyro's ``AutoIAFNormal`` of 10 autoregressive layers (``Trace_ELBO``: no
   path derivative) of 2x751 units: NumPyro's autoregressive networks are at

@@ -189,7 +189,7 @@ class Flow:
     --------
     >>> import bnn_zoo
     >>> bnn_zoo.Flow(df=5)
-    Flow(layers=10, hidden=32, df=5)
+    Flow(layers=10, hidden=16, df=5)
     """
 
     layers: int = defaults.FLOW_LAYERS

@@ -108,7 +108,7 @@ def test_a_flow_fits_a_banana_that_full_rank_cannot():
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_flow_never_returns_a_q_worse_than_its_start(seed):
     """A conjugate regression, whose posterior is Gaussian: the full-rank start is exact, and training can
-    only add error (in 8,000 steps, k 0.13-0.45 against the start's 0.04-0.11, the ELBOs equal within noise).
+    only add error (in 8,000 steps, k 0.21-0.23 against the start's 0.04-0.11, the ELBOs equal within noise).
     The flow returned is exact: every mean within 0.1 posterior sd, every sd within 10%, k at most 0.3."""
     rng = np.random.default_rng(42)
     X = rng.normal(size=(50, 3))
