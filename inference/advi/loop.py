@@ -193,7 +193,8 @@ def _flow(model, method, *, steps, optimizer, objective, init, checkpoint, **set
 
     The Gaussian is :func:`~bnn_zoo.inference.methods.gaussian_for`'s; the
     flow's coupling layers start at the identity, so the flow
-    starts as that Gaussian. Trained, it is compared with its start on the
+    starts as that Gaussian (with ``df``, its factor on the Student-t base).
+    Trained, it is compared with its start on the
     same draws (:func:`~bnn_zoo.inference.posterior.paired.paired`): where
     it is worse (a lower ELBO beyond the noise, or a higher ``q_pareto_k``),
     the flow returned is its start, its layers at the identity. Its ELBO
