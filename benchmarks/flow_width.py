@@ -3,27 +3,29 @@
     python -m benchmarks.flow_width [--hidden 8,16,32] [--seeds 0,1,2] [--steps 20000] [--json FILE]
 
 For each model of :mod:`benchmarks.reference_posteriors` on which ``method="auto"`` climbs to its
-flow rung (the hierarchical regression and both varying-slopes models), and each seed, one process
-fits the start ``auto``'s flow rung uses (Laplace, then the Gaussian rung's q fitted for all its
-steps) and puts on it a flow of each width (``bnn_zoo.Flow(hidden=h)``, ten coupling layers),
-trained for ``--steps`` steps. Each flow gets ``auto``'s test (:func:`bnn_zoo.inference.auto.test`:
-q's Pareto k on 8,000 draws and their halves, with more draws near 0.7), and its own 4,000 draws are
-scored against the model's reference: the largest mean error in reference sds and the range of the
-sds' ratios, as :mod:`benchmarks.reference_posteriors` scores them. The step time is the trained
-steps' wall time (compilation apart) over their number. Prints a row per fit, then per width the
-passes, the median step time and the median mean error.
+flow rung (the hierarchical regression, both varying-slopes models, posteriordb's eight schools and
+gp_pois_regr), and each seed, one process fits the start ``auto``'s flow rung uses (Laplace, then
+the Gaussian rung's q fitted for all its steps) and puts on it a flow of each width
+(``bnn_zoo.Flow(hidden=h)``, ten coupling layers), trained for ``--steps`` steps. Each flow gets
+``auto``'s test (:func:`bnn_zoo.inference.auto.test`: q's Pareto k on 8,000 draws and their halves,
+with more draws near 0.7), and its own 4,000 draws are scored against the model's reference: the
+largest mean error in reference sds and the range of the sds' ratios, as
+:mod:`benchmarks.reference_posteriors` scores them. The step time is the trained steps' wall time
+(compilation apart) over their number. Prints a row per fit, then per width the passes, the median
+step time and the median mean error.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
+
+from bnn_zoo.inference.support.io import write_json
 
 MODELS = ("hierarchical_regression", "varying_slopes_centered", "varying_slopes_noncentered",
           "eight_schools-eight_schools_noncentered", "gp_pois_regr-gp_pois_regr")
@@ -93,7 +95,7 @@ def main(argv=None) -> int:
               f"{np.median([r['mean_error_sd'] for r in mine]):.2f} sd (largest "
               f"{max(r['mean_error_sd'] for r in mine):.2f})")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        write_json(args.json, rows)
     return 0
 
 
