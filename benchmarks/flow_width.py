@@ -38,7 +38,6 @@ def run(models, hidden, seeds, steps) -> list[dict]:
     from bnn_zoo.cache import use_compiled_programs
     from bnn_zoo.inference import auto
     from bnn_zoo.inference.laplace import fit_laplace
-    from bnn_zoo.inference.methods import gaussian_for
 
     use_compiled_programs()
     rows = []
@@ -50,10 +49,7 @@ def run(models, hidden, seeds, steps) -> list[dict]:
                 warnings.simplefilter("ignore")
                 laplace = fit_laplace(model, bnn_zoo.Laplace(starts=auto.MODE_STARTS), steps=steps,
                                       random_seed=seed)
-                gaussian = gaussian_for(model, "auto")  # the Gaussian rung's, started where it starts
-                init = laplace if laplace.convergence.converged and gaussian == "fullrank_advi" else None
-                start = bnn_zoo.fit(model, method=gaussian, init=init, steps=steps, random_seed=seed,
-                                    progressbar=False)
+                start = auto.gaussian_rung(model, laplace, steps, seed, until_converged=False)
             for h in hidden:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")

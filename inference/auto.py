@@ -77,7 +77,7 @@ from bnn_zoo.inference.methods import RUNGS, Auto, Laplace
 from bnn_zoo.inference.posterior.draws import draw_z, evaluate_z
 from bnn_zoo.inference.posterior.result import ConvergenceWarning, FitResult, NonFiniteLossError
 
-__all__ = ["MODE_SHARE", "MODE_STARTS", "MORE", "fit_auto", "path_table", "test"]
+__all__ = ["MODE_SHARE", "MODE_STARTS", "MORE", "fit_auto", "gaussian_rung", "path_table", "test"]
 
 #: Where the k of ``Auto.draws`` lies between K_GOOD and K_WARN, the test draws this many times as many again.
 MORE = 4
@@ -151,8 +151,33 @@ def _shares(modes: list, keep_all: bool = False) -> np.ndarray:
     return share if keep_all else share[share >= MODE_SHARE]
 
 
-def _gaussian(model: pm.Model, laplace: FitResult | None, steps: int, seed: int, progressbar: bool,
-              centring: bool = False, until_converged: bool = True) -> FitResult:
+def gaussian_rung(model: pm.Model, laplace: FitResult | None, steps: int, seed: int, progressbar: bool = False,
+                  centring: bool = False, until_converged: bool = True) -> FitResult:
+    """The ``"gaussian"`` rung's fit (``"centring"``'s with ``centring``), and the flow rung's start.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model.
+    laplace : FitResult or None
+        The Laplace rung's fit: the start of a full-rank Gaussian where it reached its mode.
+    steps : int
+        The most steps.
+    seed : int
+        The random seed.
+    progressbar : bool, default False
+        Show the fit's progress.
+    centring : bool, default False
+        Learn the centring of the model's location-scale variables (its own start then).
+    until_converged : bool, default True
+        Stop once converged, as the rungs do; ``False`` runs all ``steps``, as the flow's start does.
+
+    Returns
+    -------
+    FitResult
+        Full rank up to :data:`~bnn_zoo.inference.defaults.AUTO_FULL_RANK_MAX` values, low rank above
+        (:func:`~bnn_zoo.inference.methods.gaussian_for`).
+    """
     method = methods.gaussian_for(model, "auto")
     start = laplace if laplace is not None and laplace.convergence.converged else None
     if centring or method == "lowrank_advi":
@@ -228,11 +253,11 @@ def fit_auto(model: pm.Model, spec: Auto = Auto(), *, steps: int = defaults.STEP
                     if gaussian is not None and gaussian.config.get("converged_at") is not None:
                         # the flow's start runs all its steps: the flow's k is sensitive to it (the
                         # hierarchical regression, seed 0: 0.78 from the Gaussian stopped at its test)
-                        gaussian = _gaussian(model, laplace, steps, random_seed, progressbar, until_converged=False)
+                        gaussian = gaussian_rung(model, laplace, steps, random_seed, progressbar, until_converged=False)
                     result = fit_advi(model, method="flow", init=gaussian, steps=steps, random_seed=random_seed,
                                       progressbar=progressbar)
                 else:
-                    result = _gaussian(model, laplace, steps, random_seed, progressbar, rung == "centring")
+                    result = gaussian_rung(model, laplace, steps, random_seed, progressbar, rung == "centring")
             except NonFiniteLossError as err:  # a rung that fails is a step of the path, not the end of it
                 path.append({"rung": rung, "error": str(err), "passed": False, "q_pareto_k": float("nan"),
                              "q_pareto_k_halves": [float("nan")] * 2, "missed_modes": 0,
