@@ -289,6 +289,20 @@ def test_psis_matches_arviz_on_ties(draws):
     np.testing.assert_allclose(ours.elpd_i.values, ref.elpd_i.values, rtol=1e-10)
 
 
+def test_psis_matches_arviz_where_single_precision_merges_the_cut():
+    # The tail is ranked in single precision first. 40 draws of the second observation have log
+    # ratios 1e-9 apart at the tail's cut, one number in single precision: they must be ranked, and
+    # the tail cut among them, as double precision does it.
+    rng = np.random.default_rng(3)
+    log_q = rng.normal(0, 1, 400)
+    log_p = log_q + rng.normal(0, 0.5, 400)
+    ratios = np.concatenate([-1.9 + rng.exponential(0.5, 40), -2 - 1e-9 * rng.permutation(40), rng.uniform(-9, -4, 320)])
+    log_lik = np.column_stack([rng.normal(-1, 0.3, 400), log_p - log_q - ratios])
+    ref, ours = _both(log_lik, log_p, log_q)
+    np.testing.assert_allclose(ours.pareto_k.values, ref.pareto_k.values, rtol=1e-10)
+    np.testing.assert_allclose(ours.elpd_i.values, ref.elpd_i.values, rtol=1e-10)
+
+
 def test_psis_all_tail_values_equal_is_an_error_as_in_arviz():
     log_lik = np.full((400, 1), -2.0)
     log_lik[:3] = -1.0  # the tail (the largest -log_lik) is one value
