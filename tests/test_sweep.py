@@ -207,8 +207,16 @@ def test_a_changed_spec_adds_only_the_missing_fits(tmp_path):
     lines = []
     sweep.run_sweep(_args(tmp_path, "--seeds", "1", "--workers", "1"), report=lines.append)
     path, fitted = sweep.run_sweep(_args(tmp_path, "--seeds", "2", "--workers", "1"), report=lines.append)
-    assert fitted == 1 and lines[-1].startswith("2 fits in the sweep, 1 already in")
-    assert sorted(pd.read_parquet(path)["seed"]) == [0, 1]
+    counts, times = lines[-2:]
+    assert fitted == 1 and counts.startswith("2 fits in the sweep, 1 already in")
+    table = pd.read_parquet(path)
+    assert sorted(table["seed"]) == [0, 1]
+    made = table[table["seed"] == 1].iloc[0]  # the time split is this run's fit's alone
+    assert times.startswith("1 fit made; their tasks' time, summed: ")
+    for label, field in [("fit programs", "fit_seconds"), ("evaluation programs", "evaluate_seconds"),
+                         ("the tasks", "task_seconds")]:
+        assert f"{label} {made[field]:,.1f} s" in times
+    assert f"{made['xla_programs']:,.0f} XLA programs built" in times
 
 
 @pytest.mark.parametrize("extra, message", [

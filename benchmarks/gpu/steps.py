@@ -127,16 +127,15 @@ def study_split(work: Path, wall: float) -> dict:
     their compilation, the evaluation and its compilation, the tasks in all, and the client (the
     wall's rest); and the XLA programs the tasks built. Read from the per-fit records, so that a study stopped at its limit reports too."""
     import pandas as pd
+
+    from bnn_zoo.experiments.sweep.fits import TIMES, time_split
     paths = sorted((work / "study" / "records").glob("*.parquet"))
     if not paths:
         return {}
-    records = pd.concat([pd.read_parquet(p) for p in paths])
-    sums = {c: round(float(records[c].sum()), 1) for c in
-            ("fit_seconds", "fit_compile_seconds", "evaluate_seconds", "evaluate_compile_seconds",
-             "task_seconds") if c in records}
-    split = {"records": len(records), "sums_seconds": sums}
-    if "xla_programs" in records:  # the XLA programs the study's tasks built, helpers included
-        split["xla_programs"] = int(round(float(records["xla_programs"].sum())))
+    sums = time_split(pd.concat([pd.read_parquet(p) for p in paths]).to_dict("records"))
+    split = {"records": sums["fits"], "sums_seconds": {c: round(sums[c], 1) for c in TIMES if c in sums}}
+    if "xla_programs" in sums:  # the XLA programs the study's tasks built, helpers included
+        split["xla_programs"] = int(round(sums["xla_programs"]))
     if "task_seconds" in sums:
         split["client_seconds"] = round(wall - sums["task_seconds"], 1)
     return split

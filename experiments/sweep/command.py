@@ -58,7 +58,7 @@ from bnn_zoo.experiments.harness.flags import (HelpFormatter, Parser, UsageError
 from bnn_zoo.experiments.harness.resources import cluster, progress, run_lock
 from bnn_zoo.experiments.harness.runtime import keep_interrupts, worker_xla_flags, xla_flags
 from bnn_zoo.experiments.harness.store import Store
-from bnn_zoo.experiments.sweep.fits import bayes_task, fit_task
+from bnn_zoo.experiments.sweep.fits import bayes_task, describe_times, fit_task, time_split
 from bnn_zoo.experiments.sweep.spec import choices, fit_key, specs, split_settings, structure, tasks
 from bnn_zoo.experiments.toy import priors as toy
 
@@ -84,9 +84,10 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
     args : argparse.Namespace
         The sweep's parsed flags (:func:`build_parser`).
     report : callable, default print
-        Called with a line per damaged record set aside, and the line that
+        Called with a line per damaged record set aside, the line that
         counts the sweep's fits, those already in the store, those to fit and
-        the damaged records set aside.
+        the damaged records set aside, and at the end, where it fitted any,
+        where the tasks' time went (:func:`~bnn_zoo.experiments.sweep.fits.describe_times`).
 
     Returns
     -------
@@ -98,6 +99,7 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
     UsageError
         If two fits of the sweep have the same settings.
     """
+    t0 = time.perf_counter()
     cfgs = specs(args)
     keys = [fit_key(c, args.kfold) for c in cfgs]
     if len(set(keys)) != len(keys):
@@ -119,9 +121,12 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
     try:
         bayes = {s: references.submit(bayes_task, settings) for s, settings in splits.items()}
 
+        made = []  # this run's records, for the time split
+
         def finish(task, results):
             for cfg, result in zip(task, results):
                 _finish(store, result, bayes[json.dumps(split_settings(cfg), sort_keys=True)].result())
+                made.append(result["record"])
 
         with progress(len(todo), not args.no_progress) as advance:
             if client is None:
@@ -136,9 +141,12 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
                 for future in as_completed(futures):
                     finish(futures[future], future.result())
                     advance(len(futures[future]))
+        workers = 1 if client is None else len(client.scheduler_info()["workers"])
     finally:
         references.shutdown(wait=False, cancel_futures=True)  # a Ctrl-C cancels the references not begun
         close()
+    if made:
+        report(describe_times(time_split(made), time.perf_counter() - t0, workers))
     return store.consolidate(), len(todo)
 
 

@@ -28,7 +28,13 @@ from bnn_zoo.experiments.toy import priors as toy
 from bnn_zoo.inference.posterior import restarts
 from bnn_zoo.models.layers import select
 
-__all__ = ["Batch", "bayes_task", "evaluate", "fit_task", "folds", "kfold_elpd", "kfold_task", "scores"]
+__all__ = ["TIMES", "Batch", "bayes_task", "describe_times", "evaluate", "fit_task", "folds", "kfold_elpd", "kfold_task",
+           "scores", "time_split"]
+
+#: A record's timings, each its fit's share of its task's seconds (:func:`fit_task`): the fit
+#: program (its compilation and first chunk of steps included), their compilation and first chunk,
+#: the evaluation program, its compilation, and the whole task.
+TIMES = ("fit_seconds", "fit_compile_seconds", "evaluate_seconds", "evaluate_compile_seconds", "task_seconds")
 
 
 class Batch:
@@ -245,6 +251,44 @@ def _fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool, kfold: int, choice: t
     for r in records:
         r["record"]["task_seconds"] = (time.perf_counter() - t0) / len(cfgs)
     return records
+
+
+def time_split(records) -> dict:
+    """Where the tasks' time went: each of :data:`TIMES`, and ``xla_programs``, summed over ``records``.
+
+    Parameters
+    ----------
+    records : iterable of dict
+        Records of :func:`fit_task` (a store's rows, as dicts).
+
+    Returns
+    -------
+    dict
+        ``fits`` (the records), each field of :data:`TIMES` in seconds and
+        ``xla_programs`` (the XLA programs the tasks built), summed over the
+        records that have it; a field no record has is left out.
+    """
+    records = list(records)
+    split = {"fits": len(records)}
+    for field in (*TIMES, "xla_programs"):
+        values = [r[field] for r in records if r.get(field) is not None and r[field] == r[field]]  # not NaN
+        if values:
+            split[field] = float(np.sum(values))
+    return split
+
+
+def describe_times(split: dict, seconds: float, workers: int) -> str:
+    """:func:`time_split`'s sums in one line, beside a run's ``seconds`` on ``workers`` processes."""
+    labels = {"fit_seconds": "fit programs", "fit_compile_seconds": "of which compiling them and their first steps",
+              "evaluate_seconds": "evaluation programs", "evaluate_compile_seconds": "compiling them"}
+    line = ", ".join(f"{label} {split[field]:,.1f} s" for field, label in labels.items() if field in split)
+    if "task_seconds" in split:
+        line += (f"; the tasks {split['task_seconds']:,.1f} s in all, {split['task_seconds'] / (seconds * workers):.0%}"
+                 f" of the workers' time ({workers} x {seconds:,.1f} s)")
+    if "xla_programs" in split:
+        line += f"; {split['xla_programs']:,.0f} XLA programs built"
+    n = split["fits"]
+    return f"{n:,} fit{'s' * (n != 1)} made; their tasks' time, summed: {line}"
 
 
 def _stack(datas: list[list[np.ndarray]]) -> tuple[np.ndarray, ...]:
