@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pymc as pm
 import pytest
+from scipy.special import gammaln
 
 import bnn_zoo
 from bnn_zoo.inference import auto
@@ -53,6 +54,15 @@ def test_auto_stops_at_laplace_where_it_passes_and_its_draws_are_importance_resa
     assert abs(mode - mean) > 0.15 * sd  # the skew Laplace misses...
     assert abs(drawn.mean() - mean) < 0.05 * sd and drawn.std() == pytest.approx(sd, rel=0.05)  # ...resampled
     np.testing.assert_allclose(idata["sample_stats"]["psis_log_weight"].values, -np.log(4000))
+    # each kept draw carries its own pointwise log likelihood and log p (the pool is judged by log p alone,
+    # the kept draws evaluated again), a draw resampled twice the same values twice
+    y, a = np.array([0, 1, 0, 2]), drawn[:, None]
+    np.testing.assert_allclose(idata["log_likelihood"]["y"].values[0], y * a - np.exp(a) - gammaln(y + 1),
+                               rtol=1e-12)
+    np.testing.assert_allclose(idata["sample_stats"]["log_p"].values[0],
+                               (y * a - np.exp(a) - gammaln(y + 1)).sum(1) - a[:, 0] ** 2 / 200
+                               - np.log(10 * np.sqrt(2 * np.pi)), atol=1e-6)  # PyMC's constants: 3e-8
+    assert len(np.unique(drawn)) < drawn.size  # resampled with replacement
     pred = bnn_zoo.predict(result, var_names=["y"], draws=4000)  # predict takes the same corrected draws
     rate = pred["predictions"]["y"].values.mean()
     raw = dataclasses.replace(result, config=dict(result.config, importance_resampled=False))  # q's own draws

@@ -214,9 +214,11 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
     z, log_q = draw_z(fits, max(RESAMPLE_POOL * draws, RESAMPLE_MIN) if resample else draws, random_seed)
     names, observed = output_names(model, var_names)
     judged = log_likelihood or resample
-    outputs = names + (("logp",) if judged else ()) + (
-        tuple(f"loglik:{o}" for o in observed) if log_likelihood else ())
-    values = evaluate_z(result, z, outputs)
+    logliks = tuple(f"loglik:{o}" for o in observed) if log_likelihood else ()
+    if resample:  # the pool is judged by its log p alone; what is kept is evaluated at the draws kept (below)
+        values = evaluate_z(result, z, ("logp",))
+    else:
+        values = evaluate_z(result, z, names + (("logp",) if judged else ()) + logliks)
     log_p = values["logp"].astype("float64") if "logp" in values else np.full(len(z), np.nan)
     attrs = {"inference_library": "pymc", "inference_library_version": pm.__version__,
              "fit_method": result.method, "draws_from": f"{len(fits)} fit(s)"}
@@ -248,7 +250,9 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
         else:  # q's own draws, as many as asked, with the warning above
             pick = np.arange(draws)
             log_w = _normalised(log_w[pick])
-        values, log_p, log_q = {key: v[pick] for key, v in values.items()}, log_p[pick], log_q[pick]
+        distinct, back = np.unique(pick, return_inverse=True)  # a draw resampled twice is evaluated once
+        values = {key: v[back] for key, v in evaluate_z(result, z[distinct], names + logliks).items()}
+        log_p, log_q = log_p[pick], log_q[pick]
     groups = {
         "posterior": {name: values[name][None] for name in names},
         "sample_stats": {"log_p": log_p[None], "log_q": log_q[None]},
