@@ -24,9 +24,11 @@ from bnn_zoo.inference.posterior.result import FitResult
 
 __all__ = ["MAP_BYTES", "DrawMap", "draw_z", "evaluate_draws", "evaluate_z", "fit_list", "map_draws", "model_data"]
 
-#: Memory for the draws evaluated together, in bytes (:class:`DrawMap`): blocks of a few MB stay
-#: in the CPU's caches.
-MAP_BYTES = 8 * 2**20
+#: Memory for the draws evaluated together, in bytes (:class:`DrawMap`), every intermediate array counted.
+#: XLA fuses most of them, so a block's working set is a fraction of this. Of 8, 32, 64 and 256 MB, 64 MB
+#: gives the shortest total time for ``log p`` at 8,000 draws (``method="auto"``'s test) over six models
+#: of the development set (``python -m benchmarks.draw_blocks``).
+MAP_BYTES = 64 * 2**20
 
 
 class DrawMap:
@@ -37,7 +39,7 @@ class DrawMap:
     :data:`~bnn_zoo.inference.compile.cost.LOOP_BELOW_FLOPS` by XLA's cost
     analysis) are evaluated vectorised, in blocks of as
     many draws as fit in :data:`MAP_BYTES` (every intermediate array of one
-    draw counted; blocks of a few MB stay in the CPU's caches); expensive
+    draw counted, though XLA fuses most of them); expensive
     ones one compiled call per draw, because XLA's CPU backend runs
     convolutions several times slower inside a loop
     (docs/user_guide/engine.md). The compiled program takes a fixed number
