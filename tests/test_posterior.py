@@ -366,6 +366,22 @@ def test_draws_of_values_alone_are_evaluated_in_one_loop():
     np.testing.assert_array_equal(tree["posterior"]["w"].values[0], z)  # w's transform is the identity
 
 
+def test_a_small_models_draws_share_one_program_at_every_count_auto_and_sample_use():
+    """A small model's draws fit MAP_BYTES by the hundred thousand; blocks of MAX_BLOCK_DRAWS make
+    auto's test (8,000), sample's pool (16,000) and the draws it keeps (a few thousand) one program."""
+    from bnn_zoo.inference.posterior.draws import MAX_BLOCK_DRAWS
+
+    X, y = correlated_design()
+    result = bnn_zoo.fit(linear_regression(X, y), steps=200, progressbar=False)
+    z, _ = draw_z(result, 16_000, seed=0)
+    whole = evaluate_z(result, z, ("logp",))["logp"]
+    draw_map = result.density.jitted[("evaluate", ("logp",))]
+    assert list(draw_map.block_draws.values()) == [MAX_BLOCK_DRAWS]
+    for n in (8000, 3000):
+        np.testing.assert_allclose(evaluate_z(result, z[:n], ("logp",))["logp"], whole[:n], rtol=1e-12)
+    assert draw_map.block._cache_size() == 1
+
+
 def test_draws_with_zero_posterior_density_give_an_infinite_q_pareto_k_and_say_so():
     """A Uniform(0, theta) likelihood after pm.set_data puts a point above some draws' theta: those
     draws have log p = -inf. q_pareto_k is inf (not NaN, silently), the warning gives their share,

@@ -22,13 +22,17 @@ from bnn_zoo.inference.compile.cost import cheap
 from bnn_zoo.inference.compile.jaxmodel import ModelFunction
 from bnn_zoo.inference.posterior.result import FitResult
 
-__all__ = ["MAP_BYTES", "DrawMap", "draw_z", "evaluate_draws", "evaluate_z", "fit_list", "map_draws", "model_data"]
+__all__ = ["MAP_BYTES", "MAX_BLOCK_DRAWS", "DrawMap", "draw_z", "evaluate_draws", "evaluate_z", "fit_list", "map_draws",
+           "model_data"]
 
 #: Memory for the draws evaluated together, in bytes (:class:`DrawMap`), every intermediate array counted.
 #: XLA fuses most of them, so a block's working set is a fraction of this. Of 8, 32, 64 and 256 MB, 64 MB
 #: gives the shortest total time for ``log p`` at 8,000 draws (``method="auto"``'s test) over six models
 #: of the development set (``python -m benchmarks.draw_blocks``).
 MAP_BYTES = 64 * 2**20
+#: The most draws of a block, however small a draw: ``method="auto"``'s test (8,000 draws), ``sample``'s
+#: resampling pool (16,000) and the draws it keeps (a few thousand) then run one compiled program.
+MAX_BLOCK_DRAWS = 2048
 
 
 class DrawMap:
@@ -44,11 +48,11 @@ class DrawMap:
     convolutions several times slower inside a loop
     (docs/user_guide/engine.md). The compiled program takes a fixed number
     of draws, a power of two (the draws' own power of two, at most what
-    ``MAP_BYTES`` allows), and runs as often as the draws need, the last
-    time padded: counts of draws up to one power of two share its program
-    (3,000 and 4,000 draws run as 4,096), and counts beyond what
-    ``MAP_BYTES`` holds share the largest, where a program for each count
-    compiled again for each.
+    ``MAP_BYTES`` allows and at most :data:`MAX_BLOCK_DRAWS`), and runs as
+    often as the draws need, the last time padded: counts of draws up to
+    one power of two share its program (1,500 and 2,000 draws run as
+    2,048), and larger counts share the largest, where a program for each
+    count compiled again for each.
 
     Parameters
     ----------
@@ -106,8 +110,9 @@ def map_draws(cache: dict, key, fn) -> DrawMap:
 
 
 def _block_draws(jaxpr) -> int:
-    """The draws of a block: the largest power of two whose intermediates fit in :data:`MAP_BYTES`."""
-    draws = max(MAP_BYTES // max(_jaxpr_bytes(jaxpr), 1), 1)
+    """The draws of a block: the largest power of two whose intermediates fit in :data:`MAP_BYTES`, at most
+    :data:`MAX_BLOCK_DRAWS`."""
+    draws = min(max(MAP_BYTES // max(_jaxpr_bytes(jaxpr), 1), 1), MAX_BLOCK_DRAWS)
     return 1 << (int(draws).bit_length() - 1)
 
 
