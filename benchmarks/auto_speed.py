@@ -33,7 +33,7 @@ import warnings
 from pathlib import Path
 
 DEFAULT_MODELS = ("regression_data", "eight_schools_noncentered", "arK-arK", "kidiq-kidscore_interaction",
-                  "poisson_glm", "logistic_breast_cancer")
+                  "poisson_glm", "logistic_breast_cancer", "low_dim_gauss_mix-low_dim_gauss_mix")
 
 
 def regression_data():
