@@ -16,6 +16,7 @@ Per model, each timed in a process of its own, imports and model building apart:
 Each row gives the seconds, the XLA compilations (JAX's log of them; a program read back from the
 folder is logged too, at a fraction of the time) and the ratio to NUTS's time measured in the same
 run. The models are those of :mod:`benchmarks.reference_posteriors`, and ``regression_data``.
+Every module's bytecode is written first (:func:`benchmarks.processes.write_bytecode`).
 """
 
 from __future__ import annotations
@@ -127,6 +128,9 @@ def main(argv=None) -> int:
     if args.one:
         print(json.dumps(one(args.one, args.mode)))
         return 0
+    from benchmarks.processes import write_bytecode
+
+    write_bytecode()  # as pip install leaves an environment: no timed process compiles its modules' source
     rows = []
     for name in args.models.split(","):
         with tempfile.TemporaryDirectory() as cache:

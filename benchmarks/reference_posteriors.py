@@ -420,6 +420,9 @@ def fresh(models, seed: int, methods, timeout: float | None = None) -> list[dict
     import subprocess
     import tempfile
 
+    from benchmarks.processes import write_bytecode
+
+    write_bytecode()  # as pip install leaves an environment: no timed process compiles its modules' source
     rows = []
     for name in models:
         for method in methods:
