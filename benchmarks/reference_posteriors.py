@@ -476,14 +476,16 @@ def markdown(rows: list[dict]) -> str:
             k = f"{r['q_pareto_k']:.2f}" if "q_pareto_k" in r else ""
             out.append(f"| {r['model']} | {r['method']} | {r['seconds']:.1f} | {r['mean_error_sd']:.2f} "
                        f"| {r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f} | {k} | {_note(r)} |")
-    out += ["", "Does k rank the methods as their error does? Per model, Spearman's rank correlation of "
-            "k and the largest mean error over the methods with a k:", "",
-            "| model | rank correlation | methods |", "| --- | ---: | --- |"]
+    ranked = []
     for model in dict.fromkeys(r["model"] for r in rows):
         scored = [r for r in rows if r["model"] == model and "q_pareto_k" in r]
         if len(scored) >= 3:
             rho = scipy.stats.spearmanr([r["q_pareto_k"] for r in scored], [r["mean_error_sd"] for r in scored])[0]
-            out.append(f"| {model} | {rho:.2f} | {len(scored)} |")
+            ranked.append(f"| {model} | {rho:.2f} | {len(scored)} |")
+    if ranked:  # only where three or more methods of a model have a k
+        out += ["", "Does k rank the methods as their error does? Per model, Spearman's rank correlation of "
+                "k and the largest mean error over the methods with a k:", "",
+                "| model | rank correlation | methods |", "| --- | ---: | --- |", *ranked]
     return "\n".join(out)
 
 

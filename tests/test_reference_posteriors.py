@@ -27,3 +27,15 @@ def test_every_model_builds_with_the_variables_its_reference_scores():
         reference_vars = set(rp.MODELS[ref_name][0]().named_vars)
         assert {"mu", "tau", "theta"} <= reference_vars if name.startswith("eight") else model.free_RVs
         assert {rv.name for rv in model.free_RVs} - {"theta_tilde"} <= reference_vars, name
+
+
+def test_the_markdown_ranks_k_only_where_three_methods_of_a_model_have_one():
+    def row(method, k=None, error=0.1):
+        r = {"model": "m", "method": method, "seconds": 1.0, "mean_error_sd": error, "sd_ratio_min": 0.9,
+             "sd_ratio_max": 1.1}
+        return r | ({"q_pareto_k": k} if k is not None else {})
+
+    one_k = rp.markdown([row("a", 0.3), row("b"), row("c")])
+    assert "rank correlation" not in one_k and one_k.splitlines()[-1].startswith("| m | c |")
+    three_k = rp.markdown([row("a", 0.3, 0.1), row("b", 0.5, 0.2), row("c", 0.9, 0.4)])
+    assert three_k.splitlines()[-1] == "| m | 1.00 | 3 |"
