@@ -182,6 +182,29 @@ def _badly_scaled_regression(n=5000, scale=1000.0):
     return model, X, y
 
 
+def test_laplace_searches_with_one_blas_thread_and_gives_the_threads_back(monkeypatch):
+    """L-BFGS runs with one BLAS thread (threads wait on each other where the cores are busy); the
+    process's own setting holds again after the fit."""
+    import scipy.optimize
+    import threadpoolctl
+
+    minimize, seen = scipy.optimize.minimize, []
+
+    def watched(*args, **kwargs):  # scipy's own minimize, and the BLAS threads it ran with
+        if kwargs.get("method") == "L-BFGS-B":
+            seen.append({i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"})
+        return minimize(*args, **kwargs)
+
+    monkeypatch.setattr(scipy.optimize, "minimize", watched)
+    model, mean, _, _ = regression_model()
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        fit = bnn_zoo.fit(model, method="laplace", progressbar=False)
+        after = {i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"}
+    np.testing.assert_allclose(fit.mean["w"], mean, atol=1e-5)
+    assert seen and all(threads == {1} for threads in seen)
+    assert after == {2}
+
+
 def test_laplace_takes_newton_steps_where_lbfgs_stops_short_of_the_mode(monkeypatch):
     """L-BFGS stops on a relative change of the log density, here 150 nats below the mode while scipy
     reports convergence; the mode check says so, and trust-region Newton steps then reach the mode."""
