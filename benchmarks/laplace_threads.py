@@ -6,7 +6,7 @@ scipy's L-BFGS-B does its arithmetic through BLAS (OpenBLAS, in NumPy's and
 scipy's wheels), which starts as many threads as the machine has cores. On
 vectors of a model's size they gain nothing, and where the cores are busy they
 wait on each other: :data:`bnn_zoo.inference.laplace.LBFGS_BLAS_THREADS` runs
-the search with one. For each model (:mod:`benchmarks.reference_posteriors`'),
+the search with one. For each model (of :mod:`benchmarks.reference_posteriors`),
 this times :func:`bnn_zoo.inference.laplace.fit_laplace` (the mode search from
 four starts, as ``method="auto"`` runs it; compiled before the clock), the
 median of ``--repeats``, with the process's own threads and with one, alone,
@@ -17,7 +17,6 @@ its ratio to one thread's in the same conditions.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time

@@ -7,8 +7,8 @@ install faster) gets it as each module is first imported, unless ``PYTHONDONTWRI
 (some containers set it), in which case every process compiles again. The time a fresh process
 then spends compiling modules it imports lazily (numpyro's inside ``pm.sample``, ``dask.array``
 inside xarray, the engine's wings) is no part of either method's own: with none written,
-``auto_speed``'s regression on ``pm.Data`` took 1.1 s, cache filled, against 0.7 s with it. :func:`write_bytecode` writes it before the first timed process,
-as ``pip install`` would have.
+``auto_speed``'s regression on ``pm.Data`` took 1.1 s, cache filled, against 0.7 s with it.
+:func:`write_bytecode` writes it before the first timed process, as ``pip install`` would have.
 """
 
 from __future__ import annotations

@@ -52,8 +52,8 @@ from bnn_zoo.inference.advi.prepare import check_steps, model_dtype
 from bnn_zoo.inference.advi.starts import given_initvals, initial_mean
 from bnn_zoo.inference.posterior.result import ConvergenceWarning, FitResult, NonFiniteLossError, warn_unless_converged
 
-__all__ = ["DENSE_MAX", "DISTINCT", "HUTCHINSON_PROBES", "JITTER", "LBFGS_BLAS_THREADS", "NEWTON_STEPS", "LaplaceWarning",
-           "fit_laplace"]
+__all__ = ["DENSE_MAX", "DISTINCT", "HUTCHINSON_PROBES", "JITTER", "LBFGS_BLAS_THREADS", "NEWTON_STEPS",
+           "LaplaceWarning", "fit_laplace"]
 
 #: The most unconstrained values for the dense Hessian (a 4,000 x 4,000 float64 matrix is 128 MB).
 DENSE_MAX = 4000
