@@ -245,6 +245,38 @@ def test_out_must_be_a_writable_folder(tmp_path, capsys):
     assert "is not a folder" in capsys.readouterr().err
 
 
+def test_a_prior_without_a_scale_is_fitted_once_for_all_its_hyperpriors(tmp_path):
+    """The flat prior ignores its hyperprior, so its pairs are one fit: made once and recorded under
+    each pair's key (``fit_of`` the fitted record's key, no time of its own), with the numbers of that
+    pair fitted alone. A rerun that adds a pair records it from the store's fit, draws included."""
+    common = ["--priors", "flat", "--seeds", "1", "--noise", "0.3", "--workers", "1", "--keep-draws"]
+    lines = []
+    path, written = sweep.run_sweep(_args(tmp_path, *common, "--hyperpriors", "fixed,halfnormal"),
+                                    report=lines.append)
+    assert written == 2 and "2 to fit (1 of them recorded from another pair's same fit" in lines[0]
+    assert lines[-1].startswith("1 fit made")  # the time split counts the fit once
+    table = pd.read_parquet(path).set_index("hyperprior")
+    own, shared = table.loc["fixed"], table.loc["halfnormal"]
+    assert own["fit_of"] == own["key"] != shared["key"] and shared["fit_of"] == own["key"]
+    assert own["fit_seconds"] > 0 and shared[list(TIMES[:5])].eq(0).all() and shared["xla_programs"] == 0
+    alone, _ = sweep.run_sweep(_args(tmp_path, *common, "--hyperpriors", "halfnormal", out="alone"),
+                               report=lambda line: None)
+    row = pd.read_parquet(alone).iloc[0]
+    assert row["key"] == shared["key"] and row["fit_of"] == row["key"]
+    for name in ("accuracy", "nll", "elpd_test", "elpd_loo", "p_loo", "pareto_k_max", "elbo_q", "elbo_final",
+                 "gap_accuracy", "convergence_elbo_change"):
+        np.testing.assert_allclose(shared[name], row[name], rtol=1e-9, err_msg=name)
+    assert shared["picked_restart"] == row["picked_restart"]
+
+    path, written = sweep.run_sweep(_args(tmp_path, *common, "--hyperpriors", "fixed,halfnormal,inversegamma"),
+                                    report=lines.append)
+    assert written == 1 and "1 to fit (1 of them recorded" in lines[-1]  # nothing fitted: no time split
+    third = pd.read_parquet(path).set_index("hyperprior").loc["inversegamma"]
+    assert third["fit_of"] == own["key"] and third["elpd_test"] == own["elpd_test"]
+    draws = tmp_path / "sweep" / "draws"
+    assert (draws / f"{third['key']}.nc").read_bytes() == (draws / f"{own['key']}.nc").read_bytes()
+
+
 def test_report_writes_figures_and_a_verdict_from_paired_differences(tmp_path):
 
     args = _args(tmp_path, "--priors", "normal,laplace", "--hyperpriors", "fixed,inversegamma", "--seeds", "2",

@@ -129,6 +129,17 @@ class Store:
         table = pa.Table.from_pylist([_flat(record)])  # pyarrow's own: a third of pandas' time a record
         atomic_write(self.records / f"{record['key']}.parquet", lambda tmp: pq.write_table(table, tmp))
 
+    def copy(self, source: str, record: dict) -> None:
+        """Write ``record``, which is the fit of the record ``source`` under another key: its draws
+        copied first, where ``source`` has them, then the record, each atomically."""
+        from bnn_zoo.inference.support.io import atomic_write
+
+        draws = self.draws / f"{source}.nc"
+        if draws.exists():
+            data = draws.read_bytes()
+            atomic_write(self.draws / f"{record['key']}.nc", lambda tmp: Path(tmp).write_bytes(data))
+        self.write(record)
+
     def table(self, keys: list[str]):
         """The records of ``keys`` as one DataFrame, one row per key, in their order.
 

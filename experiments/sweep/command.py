@@ -23,6 +23,9 @@ The store (``--out``):
 
 A rerun of the same command keeps every finished fit and fits only the
 missing ones (after a ``kill -9`` too); a changed spec adds its new fits.
+Fits that compute the same numbers under two pairs' names (the flat prior's,
+which ignores its hyperprior) are fitted once and recorded under each key;
+a record's ``fit_of`` is the key of the record that was fitted.
 
 Fits that share a model structure (the same prior pair, architecture,
 training-set size and fit settings) run together, ``--fits-per-task`` at a
@@ -58,8 +61,8 @@ from bnn_zoo.experiments.harness.flags import (HelpFormatter, Parser, UsageError
 from bnn_zoo.experiments.harness.resources import cluster, progress, run_lock
 from bnn_zoo.experiments.harness.runtime import keep_interrupts, worker_xla_flags, xla_flags
 from bnn_zoo.experiments.harness.store import Store
-from bnn_zoo.experiments.sweep.fits import bayes_task, describe_times, fit_task, time_split
-from bnn_zoo.experiments.sweep.spec import choices, fit_key, specs, split_settings, structure, tasks
+from bnn_zoo.experiments.sweep.fits import bayes_task, describe_times, fit_task, shared_record, time_split
+from bnn_zoo.experiments.sweep.spec import choices, fit_identity, fit_key, specs, split_settings, structure, tasks
 from bnn_zoo.experiments.toy import priors as toy
 
 __all__ = ["build_parser", "check", "main", "run_sweep"]
@@ -69,7 +72,7 @@ __all__ = ["build_parser", "check", "main", "run_sweep"]
 
 
 def run_sweep(args, report=print) -> tuple[Path, int]:
-    """Fit what the store lacks; returns the consolidated table's path and the fits done now.
+    """Fit what the store lacks; returns the consolidated table's path and the records written now.
 
     Sets aside the records that cannot be read or are not their key's
     (:meth:`~bnn_zoo.experiments.harness.store.Store.set_aside_damaged`), runs the
@@ -77,7 +80,10 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
     (:func:`~bnn_zoo.experiments.harness.runtime.worker_xla_flags` on a local one),
     adds each record's Bayes-optimal reference and gaps, writes it to the
     store as it arrives, and rewrites ``fits.parquet`` with every record in
-    the store.
+    the store. Fits of one :func:`~bnn_zoo.experiments.sweep.spec.fit_identity`
+    are fitted once: the others are recorded from it
+    (:func:`~bnn_zoo.experiments.sweep.fits.shared_record`), or from the store's
+    record of it.
 
     Parameters
     ----------
@@ -92,7 +98,8 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
     Returns
     -------
     tuple of (pathlib.Path, int)
-        ``fits.parquet``'s path and the number of fits made now.
+        ``fits.parquet``'s path and the number of records written now (the fits made and
+        those recorded from them).
 
     Raises
     ------
@@ -109,11 +116,30 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
     damaged = store.report_damaged(report)
     done = store.done()
     todo = [c for c, k in zip(cfgs, keys) if k not in done]
-    report(f"{len(cfgs)} fits in the sweep, {len(cfgs) - len(todo)} already in {args.out}, "
-           f"{len(todo)} to fit" + (f"; {damaged} damaged record{'s' * (damaged > 1)} set aside" if damaged else ""))
-    work = tasks(todo, args.fits_per_task)
     choice = choices(cfgs)  # of all the sweep's fits: a resumed sweep builds the same models
-    splits = {json.dumps(split_settings(c), sort_keys=True): split_settings(c) for c in todo}
+    # One fit per identity: the others of it are recorded from it (from the store's, if it has one).
+    identity = {k: fit_identity(c, choice[structure(c)]) for c, k in zip(cfgs, keys)}
+    recorded = {identity[k]: k for k in sorted(done & set(keys))}
+    fitted_for, shared = {}, {}  # identity: the key of its fit; that key: the fits recorded from it
+    for cfg, key in ((c, k) for c, k in zip(cfgs, keys) if k not in done):
+        source = recorded.get(identity[key]) or fitted_for.get(identity[key])
+        if source is None:
+            fitted_for[identity[key]] = key
+        else:
+            shared.setdefault(source, []).append(cfg)
+    fitting = set(fitted_for.values())
+    to_fit = [c for c, k in zip(cfgs, keys) if k in fitting]
+    n_shared = len(todo) - len(to_fit)
+    report(f"{len(cfgs)} fits in the sweep, {len(cfgs) - len(todo)} already in {args.out}, {len(todo)} to fit"
+           + (f" ({n_shared} of them recorded from another pair's same fit: a prior without a scale ignores "
+              "its hyperprior)" if n_shared else "")
+           + (f"; {damaged} damaged record{'s' * (damaged > 1)} set aside" if damaged else ""))
+    for source in sorted(done & set(shared)):  # fits already in the store
+        record = store.table([source]).iloc[0].to_dict()
+        for cfg in shared.pop(source):
+            store.copy(source, shared_record(record, cfg, args.kfold))
+    work = tasks(to_fit, args.fits_per_task)
+    splits = {json.dumps(split_settings(c), sort_keys=True): split_settings(c) for c in to_fit}
     client, close = cluster(args)
     # The Bayes-optimal references in a thread of this process, while the fits run: on a cluster
     # a record waits for its data set's, and the workers' queues would put it behind fits.
@@ -123,24 +149,30 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
 
         made = []  # this run's records, for the time split
 
-        def finish(task, results):
+        def finish(task, results) -> int:
+            """Write a task's records, and those of the other fits they are; how many written."""
+            written = 0
             for cfg, result in zip(task, results):
-                _finish(store, result, bayes[json.dumps(split_settings(cfg), sort_keys=True)].result())
+                reference = bayes[json.dumps(split_settings(cfg), sort_keys=True)].result()
+                _finish(store, result, reference)
                 made.append(result["record"])
+                for other in shared.get(result["record"]["key"], []):
+                    _finish(store, {"record": shared_record(result["record"], other, args.kfold),
+                                    "draws": result["draws"]}, reference)
+                written += 1 + len(shared.get(result["record"]["key"], []))
+            return written
 
-        with progress(len(todo), not args.no_progress) as advance:
+        with progress(len(to_fit) + sum(map(len, shared.values())), not args.no_progress) as advance:
             if client is None:
                 for task in work:
-                    finish(task, fit_task(task, args.keep_draws, args.kfold, choice[structure(task[0])]))
-                    advance(len(task))
+                    advance(finish(task, fit_task(task, args.keep_draws, args.kfold, choice[structure(task[0])])))
             else:
                 from dask.distributed import as_completed
 
                 futures = {client.submit(fit_task, task, args.keep_draws, args.kfold, choice[structure(task[0])],
                                          pure=False): task for task in work}
                 for future in as_completed(futures):
-                    finish(futures[future], future.result())
-                    advance(len(futures[future]))
+                    advance(finish(futures[future], future.result()))
         workers = 1 if client is None else len(client.scheduler_info()["workers"])
     finally:
         references.shutdown(wait=False, cancel_futures=True)  # a Ctrl-C cancels the references not begun

@@ -29,7 +29,7 @@ from bnn_zoo.inference.posterior import restarts
 from bnn_zoo.models.layers import select
 
 __all__ = ["TIMES", "Batch", "bayes_task", "describe_times", "evaluate", "fit_task", "folds", "kfold_elpd", "kfold_task",
-           "scores", "time_split"]
+           "scores", "shared_record", "time_split"]
 
 #: A record's timings, each its fit's share of its task's seconds (:func:`fit_task`): the fit
 #: program (its compilation and first chunk of steps included), their compilation and first chunk,
@@ -196,7 +196,8 @@ def fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool = False, kfold: int = 0
     list of dict
         Per fit, in the order of ``cfgs``: ``"record"``, its row of the
         store (:func:`~bnn_zoo.experiments.sweep.spec.fit_key`'s ``key``,
-        the settings, the convergence test, the test metrics, PSIS-LOO,
+        ``fit_of``, the key of the record whose fit it is (its own here; a
+        :func:`shared_record`'s is another's), the settings, the convergence test, the test metrics, PSIS-LOO,
         q's ELBO, the restarts' ELBOs and the timings; with ``kfold``, ``elpd_kfold`` and its SE and
         pointwise values), and ``"draws"``, the fit's ArviZ DataTree or
         ``None``. ``xla_programs`` is the fit's share of the XLA programs
@@ -234,7 +235,8 @@ def _fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool, kfold: int, choice: t
             elbos, picked = (out["elbos"][i].tolist(), k) if batch.late_pick else (None, None)
         tail = max(1, min(1000, cfg.steps // 10))
         record = {
-            "key": fit_key(cfg, kfold), **_settings(cfg), "method": batch.family.name, "n_params": batch.layout.dim,
+            "key": fit_key(cfg, kfold), "fit_of": fit_key(cfg, kfold), **_settings(cfg), "method": batch.family.name,
+            "n_params": batch.layout.dim,
             **convergence(batch.out.elbo[chosen]).record(), **scores({k: v[i] for k, v in out.items()}),
             "elbo_final": float(np.mean(batch.out.elbo[chosen][-tail:])),
             "elbo_restarts": elbos, "picked_restart": picked,
@@ -253,13 +255,39 @@ def _fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool, kfold: int, choice: t
     return records
 
 
+def shared_record(record: dict, cfg: toy.ToyConfig, kfold: int = 0) -> dict:
+    """A fit's record as the record of ``cfg``, whose fit it is too (the same
+    :func:`~bnn_zoo.experiments.sweep.spec.fit_identity`).
+
+    Parameters
+    ----------
+    record : dict
+        The fit's record (:func:`fit_task`'s, or a store's row).
+    cfg : ToyConfig
+        The settings to record it under: another pair's names for the same fit.
+    kfold : int, default 0
+        The sweep's ``--kfold`` (part of the key).
+
+    Returns
+    -------
+    dict
+        ``record`` with ``cfg``'s key and settings, ``fit_of`` the key of the record it comes from,
+        and no time of its own: each of :data:`TIMES` and ``xla_programs`` 0, so that
+        :func:`time_split` counts the fit once.
+    """
+    fit_of = record.get("fit_of")
+    fit_of = fit_of if isinstance(fit_of, str) else record["key"]  # a record from before the field
+    return {**record, "key": fit_key(cfg, kfold), "fit_of": fit_of, **_settings(cfg),
+            **dict.fromkeys(TIMES, 0.0), "xla_programs": 0.0}
+
+
 def time_split(records) -> dict:
     """Where the tasks' time went: each of :data:`TIMES`, and ``xla_programs``, summed over ``records``.
 
     Parameters
     ----------
     records : iterable of dict
-        Records of :func:`fit_task` (a store's rows, as dicts).
+        Records of :func:`fit_task` (a store's rows, as dicts); :func:`shared_record`'s add no time.
 
     Returns
     -------

@@ -22,8 +22,8 @@ from bnn_zoo.experiments.toy import priors as toy
 from bnn_zoo.models.layers import HYPERPRIOR_INDEX, PRIOR_INDEX
 from bnn_zoo.models.priors import SCALE_FREE
 
-__all__ = ["KEY_FIELDS", "SPLIT_FIELDS", "choices", "fit_key", "indices", "scale_variables", "specs",
-           "split_settings", "structure", "tasks"]
+__all__ = ["KEY_FIELDS", "SPLIT_FIELDS", "choices", "fit_identity", "fit_key", "indices", "scale_variables",
+           "specs", "split_settings", "structure", "tasks"]
 
 
 #: The toy config's fields that change what a fit fits or measures: :func:`fit_key` hashes them to
@@ -150,6 +150,32 @@ def indices(cfg: toy.ToyConfig, choice: tuple | None) -> dict[str, int]:
     if len(hyperpriors) > 1:
         out[HYPERPRIOR_INDEX] = hyperpriors.index(cfg.hyperprior)
     return out
+
+
+def fit_identity(cfg: toy.ToyConfig, choice: tuple | None) -> tuple:
+    """What a fit computes from: its settings but the pair's names, and the data that select its pair
+    in its structure's model (:func:`indices`).
+
+    Fits of one identity are one fit under several names: a prior without a scale ignores its
+    hyperprior, so the flat prior's four pairs are one model with one index (their records are
+    the same, bit for bit). ``bnn-zoo sweep`` fits each identity once and records it under every
+    key that has it
+    (:func:`~bnn_zoo.experiments.sweep.fits.shared_record`).
+
+    Parameters
+    ----------
+    cfg : ToyConfig
+        The fit's settings.
+    choice : tuple of (list of str, list of str) or None
+        Its structure's :func:`choices`.
+
+    Returns
+    -------
+    tuple
+        Hashable; equal for two fits exactly when they compute the same numbers.
+    """
+    settings = tuple(getattr(cfg, k) for k in KEY_FIELDS if k not in ("prior", "hyperprior"))
+    return (*settings, structure(cfg), tuple(sorted(indices(cfg, choice).items())))
 
 
 def _groups(cfgs: list[toy.ToyConfig]) -> dict[tuple, list]:
