@@ -276,6 +276,38 @@ def test_a_prior_without_a_scale_is_fitted_once_for_all_its_hyperpriors(tmp_path
     draws = tmp_path / "sweep" / "draws"
     assert (draws / f"{third['key']}.nc").read_bytes() == (draws / f"{own['key']}.nc").read_bytes()
 
+    # the fitted record damaged: fitted again (its time recorded), not recorded from one of its copies
+    (tmp_path / "sweep" / "records" / f"{own['key']}.parquet").write_bytes(b"not a record")
+    path, written = sweep.run_sweep(_args(tmp_path, *common, "--hyperpriors", "fixed,halfnormal,inversegamma"),
+                                    report=lines.append)
+    again = pd.read_parquet(path).set_index("hyperprior").loc["fixed"]
+    assert written == 1 and again["fit_of"] == again["key"] and again["fit_seconds"] > 0
+    assert again["elpd_test"] == own["elpd_test"]
+
+
+def test_a_record_without_draws_is_no_source_for_a_sweep_that_keeps_them(tmp_path):
+    common = ["--priors", "flat", "--seeds", "1", "--noise", "0.3", "--workers", "1"]
+    sweep.run_sweep(_args(tmp_path, *common, "--hyperpriors", "fixed"), report=lambda line: None)
+    lines = []
+    path, written = sweep.run_sweep(_args(tmp_path, *common, "--hyperpriors", "fixed,halfnormal", "--keep-draws"),
+                                    report=lines.append)
+    assert written == 1 and "recorded from" not in lines[0]
+    row = pd.read_parquet(path).set_index("hyperprior").loc["halfnormal"]
+    assert row["fit_of"] == row["key"] and (tmp_path / "sweep" / "draws" / f"{row['key']}.nc").exists()
+
+
+def test_the_gpu_kit_reads_the_studys_last_line(tmp_path, capsys):
+    """``bnn-zoo sweep``'s last line counts records (fitted and recorded from a fit), as the GPU kit's
+    ``sweep_study`` step reads it; the kit's time split reads the same store."""
+    from benchmarks.gpu import steps
+
+    assert sweep.main(["--out", str(tmp_path / "study"), *SMALL, "--priors", "flat", "--hyperpriors",
+                       "fixed,halfnormal", "--seeds", "1", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    result = steps.parse("sweep_study", tmp_path, out)
+    assert out.startswith("2 records in ") and result["records"] == 2 and result["records_per_second"] > 0
+    assert result["sums_seconds"]["task_seconds"] > 0
+
 
 def test_report_writes_figures_and_a_verdict_from_paired_differences(tmp_path):
 

@@ -114,10 +114,10 @@ def parse(name: str, work: Path, stdout: str):
                                       r"host (-?[\d.]+) ms", stdout)]
         return {"fits_per_second": rates, "x_one_at_a_time": ratios, "split": splits}
     if name == "sweep_study":
-        m = re.search(r"(\d+) fits in ([\d.]+) s \(([\d.]+) fits/s\)", stdout)
+        m = re.search(r"(\d+) records in ([\d.]+) s \(([\d.]+) records/s\)", stdout)
         if not m:
             return None
-        result = {"fits": int(m.group(1)), "seconds": float(m.group(2)), "fits_per_second": float(m.group(3))}
+        result = {"records": int(m.group(1)), "seconds": float(m.group(2)), "records_per_second": float(m.group(3))}
         return {**result, **study_split(work, result["seconds"])}
     return None
 

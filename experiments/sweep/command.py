@@ -119,7 +119,11 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
     choice = choices(cfgs)  # of all the sweep's fits: a resumed sweep builds the same models
     # One fit per identity: the others of it are recorded from it (from the store's, if it has one).
     identity = {k: fit_identity(c, choice[structure(c)]) for c, k in zip(cfgs, keys)}
-    recorded = {identity[k]: k for k in sorted(done & set(keys))}
+    needed = {identity[k] for k in keys if k not in done}
+    recorded = {}  # identity: a record in the store to record the others of it from
+    for key in sorted(done & set(keys)):
+        if identity[key] in needed and identity[key] not in recorded and _whole(store, key, done, args.keep_draws):
+            recorded[identity[key]] = key
     fitted_for, shared = {}, {}  # identity: the key of its fit; that key: the fits recorded from it
     for cfg, key in ((c, k) for c, k in zip(cfgs, keys) if k not in done):
         source = recorded.get(identity[key]) or fitted_for.get(identity[key])
@@ -180,6 +184,16 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
     if made:
         report(describe_times(time_split(made), time.perf_counter() - t0, workers))
     return store.consolidate(), len(todo)
+
+
+def _whole(store: Store, key: str, done: set, keep_draws: bool) -> bool:
+    """Whether the store's record ``key`` can stand for the other fits of its identity: the record
+    that was fitted is in the store (else it is fitted again, its time recorded), and so are its
+    draws where the sweep keeps them."""
+    import pyarrow.parquet as pq
+
+    fit_of = pq.read_table(store.records / f"{key}.parquet").to_pylist()[0].get("fit_of") or key
+    return fit_of in done and (not keep_draws or (store.draws / f"{key}.nc").exists())
 
 
 def _finish(store: Store, result: dict, bayes: dict) -> None:
@@ -301,7 +315,7 @@ def main(argv=None, prog: str = "bnn-zoo sweep") -> int:
     """``bnn-zoo sweep``: exit 0 when every fit is in the store, 2 on bad input.
 
     Prints the counts of the sweep's fits on stderr and, at the end, the
-    fits made, their rate and the table's path.
+    records written (the fits made and those recorded from them), their rate and the table's path.
 
     Parameters
     ----------
@@ -330,7 +344,7 @@ def main(argv=None, prog: str = "bnn-zoo sweep") -> int:
         with run_lock(args.out), warnings.catch_warnings(), xla_flags(worker_xla_flags()), keep_interrupts():
             warnings.simplefilter("ignore", UserWarning)  # k-hat and convergence are in the records
             t0 = time.perf_counter()
-            path, fitted = run_sweep(args, report=lambda line: print(line, file=sys.stderr))
+            path, written = run_sweep(args, report=lambda line: print(line, file=sys.stderr))
             seconds = time.perf_counter() - t0
     except UsageError as err:
         print(f"{parser.prog}: error: {err}", file=sys.stderr)
@@ -338,7 +352,7 @@ def main(argv=None, prog: str = "bnn-zoo sweep") -> int:
     except KeyboardInterrupt:
         print(f"{parser.prog}: interrupted (rerun the same command to go on)", file=sys.stderr)
         return 130
-    rate = f" ({fitted / seconds:.2f} fits/s)" if fitted else ""
-    print(f"{fitted} fits in {seconds:.1f} s{rate}; table: {path}")
+    rate = f" ({written / seconds:.2f} records/s)" if written else ""
+    print(f"{written} records in {seconds:.1f} s{rate}; table: {path}")
     return 0
 
