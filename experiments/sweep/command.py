@@ -27,8 +27,8 @@ Fits that compute the same numbers under two pairs' names (the flat prior's,
 which ignores its hyperprior) are fitted once and recorded under each key;
 a record's ``fit_of`` is the key of the record that was fitted.
 
-Fits that share a model structure (the same prior pair, architecture,
-training-set size and fit settings) run together, ``--fits-per-task`` at a
+Fits that share a model structure (the same architecture, training-set size,
+fit settings and variables; the prior pair is data) run together, ``--fits-per-task`` at a
 time, in one vmapped program (:mod:`~bnn_zoo.experiments.sweep.fits`, on
 :mod:`bnn_zoo.inference.advi.batch`). The tasks run in this process
 (``--workers 1``), on a Dask ``LocalCluster`` of ``--workers``
@@ -115,24 +115,24 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
     store.open()
     damaged = store.report_damaged(report)
     done = store.done()
-    todo = [c for c, k in zip(cfgs, keys) if k not in done]
+    todo = [(c, k) for c, k in zip(cfgs, keys) if k not in done]
     choice = choices(cfgs)  # of all the sweep's fits: a resumed sweep builds the same models
     # One fit per identity: the others of it are recorded from it (from the store's, if it has one).
     identity = {k: fit_identity(c, choice[structure(c)]) for c, k in zip(cfgs, keys)}
-    needed = {identity[k] for k in keys if k not in done}
+    needed = {identity[k] for _, k in todo}
     recorded = {}  # identity: a record in the store to record the others of it from
     for key in sorted(done & set(keys)):
         if identity[key] in needed and identity[key] not in recorded and _whole(store, key, done, args.keep_draws):
             recorded[identity[key]] = key
     fitted_for, shared = {}, {}  # identity: the key of its fit; that key: the fits recorded from it
-    for cfg, key in ((c, k) for c, k in zip(cfgs, keys) if k not in done):
+    for cfg, key in todo:
         source = recorded.get(identity[key]) or fitted_for.get(identity[key])
         if source is None:
             fitted_for[identity[key]] = key
         else:
             shared.setdefault(source, []).append(cfg)
     fitting = set(fitted_for.values())
-    to_fit = [c for c, k in zip(cfgs, keys) if k in fitting]
+    to_fit = [c for c, k in todo if k in fitting]
     n_shared = len(todo) - len(to_fit)
     report(f"{len(cfgs)} fits in the sweep, {len(cfgs) - len(todo)} already in {args.out}, {len(todo)} to fit"
            + (f" ({n_shared} of them recorded from another pair's same fit: a prior without a scale ignores "
@@ -160,10 +160,11 @@ def run_sweep(args, report=print) -> tuple[Path, int]:
                 reference = bayes[json.dumps(split_settings(cfg), sort_keys=True)].result()
                 _finish(store, result, reference)
                 made.append(result["record"])
-                for other in shared.get(result["record"]["key"], []):
+                others = shared.get(result["record"]["key"], [])
+                for other in others:
                     _finish(store, {"record": shared_record(result["record"], other, args.kfold),
                                     "draws": result["draws"]}, reference)
-                written += 1 + len(shared.get(result["record"]["key"], []))
+                written += 1 + len(others)
             return written
 
         with progress(len(to_fit) + sum(map(len, shared.values())), not args.no_progress) as advance:

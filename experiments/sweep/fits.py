@@ -234,9 +234,9 @@ def _fit_task(cfgs: list[toy.ToyConfig], keep_draws: bool, kfold: int, choice: t
         else:
             elbos, picked = (out["elbos"][i].tolist(), k) if batch.late_pick else (None, None)
         tail = max(1, min(1000, cfg.steps // 10))
+        key = fit_key(cfg, kfold)
         record = {
-            "key": fit_key(cfg, kfold), "fit_of": fit_key(cfg, kfold), **_settings(cfg), "method": batch.family.name,
-            "n_params": batch.layout.dim,
+            "key": key, "fit_of": key, **_settings(cfg), "method": batch.family.name, "n_params": batch.layout.dim,
             **convergence(batch.out.elbo[chosen]).record(), **scores({k: v[i] for k, v in out.items()}),
             "elbo_final": float(np.mean(batch.out.elbo[chosen][-tail:])),
             "elbo_restarts": elbos, "picked_restart": picked,
