@@ -306,7 +306,9 @@ def test_the_gpu_kit_reads_the_studys_last_line(tmp_path, capsys):
     out = capsys.readouterr().out
     result = steps.parse("sweep_study", tmp_path, out)
     assert out.startswith("2 records in ") and result["records"] == 2 and result["records_per_second"] > 0
-    assert result["sums_seconds"]["task_seconds"] > 0
+    table = pd.read_parquet(tmp_path / "study" / "fits.parquet")
+    assert (table["task_seconds"] > 0).sum() == 1  # the fit's time, in its own record only
+    assert result["sums_seconds"]["task_seconds"] == round(table["task_seconds"].sum(), 1)
 
 
 def test_report_writes_figures_and_a_verdict_from_paired_differences(tmp_path):
