@@ -109,6 +109,33 @@ def test_a_dask_cluster_gives_the_in_process_results(tmp_path):
         np.testing.assert_allclose(trees[0]["posterior"]["W_0"].values, trees[1]["posterior"]["W_0"].values)
 
 
+def _threads_cores() -> set:
+    """The cores each thread of this process may run on (threads that end meanwhile left out)."""
+    cores = set()
+    for thread in os.listdir("/proc/self/task"):
+        try:
+            cores.add(frozenset(os.sched_getaffinity(int(thread))))
+        except OSError:
+            pass
+    return cores
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two workers pinned to a core each need two cores")
+def test_a_local_clusters_workers_run_on_a_core_each():
+    """The sweep's LocalCluster pins each single-threaded worker, every thread of it, to a core of its own."""
+    import argparse
+
+    from bnn_zoo.experiments.harness.resources import cluster
+
+    client, close = cluster(argparse.Namespace(scheduler=None, workers=2))
+    try:
+        seen = list(client.run(_threads_cores).values())
+    finally:
+        close()
+    assert len(seen) == 2 and all(len(cores) == 1 and len(next(iter(cores))) == 1 for cores in seen)
+    assert seen[0] != seen[1]  # each worker's threads all on one core, the two workers on two
+
+
 def test_the_toy_inverse_gamma_is_its_own_and_part_of_a_records_key(monkeypatch):
     """The toy experiments' hierarchical scales are InverseGamma(3, 4) (mode 1, docs/reproductions.md),
     written to metrics.json; a sweep keeps no record fitted under other parameters."""

@@ -123,6 +123,7 @@ def cluster(args):
                                        dashboard_address=":0", local_directory=scratch)  # any free port
         client = Client(cluster)
         client.run(_quiet_worker_close)
+        _pin_workers(client)
     except BaseException:
         close()
         raise
@@ -139,6 +140,30 @@ def _kill_new_descendants(before: set) -> None:
         except psutil.NoSuchProcess:
             pass
     psutil.wait_procs(new, timeout=5)
+
+
+def _pin_workers(client) -> None:
+    """Each worker of a local cluster on a core of its own, where there are as many cores as workers.
+
+    Two single-threaded workers left to the scheduler ran a task's fit program about 20% slower
+    than two pinned to a core each (docs/benchmarks.md, "Design choices"): each JAX process keeps a
+    dozen threads of its own, which then run on the other worker's core.
+    """
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    workers = sorted(client.scheduler_info()["workers"])
+    if not cores or len(workers) > len(cores):
+        return
+    for core, worker in zip(cores, workers):
+        client.run(_pin_process, core, workers=[worker])
+
+
+def _pin_process(core: int) -> None:
+    """Pin every thread of this process to ``core``; threads it starts later inherit that."""
+    for thread in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(thread), {core})
+        except OSError:  # a thread that ended meanwhile
+            pass
 
 
 def _quiet_worker_close() -> None:
