@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 
 from bnn_zoo.experiments.harness.flags import UsageError
-from bnn_zoo.experiments.harness.runtime import hold_interrupts, worker_xla_flags, xla_flags
+from bnn_zoo.experiments.harness.runtime import hold_interrupts, pin_to_core, worker_xla_flags, xla_flags
 
 __all__ = ["cluster", "peak_rss_mb", "progress", "run_lock"]
 
@@ -154,16 +154,7 @@ def _pin_workers(client) -> None:
     if not cores or len(workers) > len(cores):
         return
     for core, worker in zip(cores, workers):
-        client.run(_pin_process, core, workers=[worker])
-
-
-def _pin_process(core: int) -> None:
-    """Pin every thread of this process to ``core``; threads it starts later inherit that."""
-    for thread in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setaffinity(int(thread), {core})
-        except OSError:  # a thread that ended meanwhile
-            pass
+        client.run(pin_to_core, core, workers=[worker])
 
 
 def _quiet_worker_close() -> None:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 
-__all__ = ["add_xla_flag", "hold_interrupts", "jaxlib_at_least", "keep_interrupts", "run_many",
+__all__ = ["add_xla_flag", "hold_interrupts", "jaxlib_at_least", "keep_interrupts", "pin_to_core", "run_many",
            "small_program_xla_flags", "worker_xla_flags", "xla_flags"]
 
 
@@ -204,8 +204,26 @@ def _worker_init(cores) -> None:
     # one core per worker (docs/user_guide/experiments.md, "Flags of the toy commands").
     core = cores.get()
     if core is not None:
-        os.sched_setaffinity(0, {core})
+        pin_to_core(core)
     add_xla_flag("--xla_cpu_multi_thread_eigen=false")
+
+
+def pin_to_core(core: int) -> None:
+    """Pin every thread of this process to ``core``; threads it starts later inherit that.
+
+    What a worker process of one core does (the toy commands' process pool, the sweep's Dask
+    workers): the threads a JAX process keeps would otherwise run on the other workers' cores.
+
+    Parameters
+    ----------
+    core : int
+        A core this process may run on (:func:`os.sched_getaffinity`).
+    """
+    for thread in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(thread), {core})
+        except OSError:  # a thread that ended meanwhile
+            pass
 
 
 def add_xla_flag(flag: str) -> None:
