@@ -29,7 +29,7 @@ The test (:func:`test`) has two parts.
   on each of their two halves: the rung's k is the largest of the three.
   k is itself an estimate, and near 0.7 a noisy one (on the centred eight
   schools one fit gave 0.51, 0.74 and 0.82 on three sets of draws; Neal's
-  funnel after 3,000 steps, 0.65 on 8,000 draws and 0.85 on 16,000). A k
+  funnel after 3,000 steps, 0.65-0.68 on 8,000 draws and 0.95 on 32,000 more). A k
   at most :data:`~bnn_zoo.inference.diagnostics.qcheck.K_GOOD` passes; one above
   :data:`~bnn_zoo.inference.diagnostics.qcheck.K_WARN` fails; between them the test
   draws :data:`MORE` times as many again, and the rung passes only if the
