@@ -1,6 +1,6 @@
 """The documentation's static checks: every public name has a numpydoc docstring that documents
-its parameters, the README stays a guide, and no user-facing page or comment carries dated
-history. ``make docs`` (run by .ci/run) builds the site itself, warnings as errors."""
+its parameters, the README stays a guide, no user-facing page or comment carries dated
+history, and every link to a page's anchor finds it. ``make docs`` (run by .ci/run) builds the site itself, warnings as errors."""
 
 import importlib
 import inspect
@@ -170,3 +170,44 @@ def test_the_gallery_runs_its_longest_notebook_first():
     proc = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "['d.md', 'b.md', 'a.md', 'c.md']"
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors a Markdown page gives its links: its ``(label)=`` targets and its headings of
+    levels 1-3 (``myst_heading_anchors = 3``) as MyST slugs them, GitHub-style, from their text."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    found = set(re.findall(r"^\(([^)\s]+)\)=\s*$", text, re.M))
+    for heading in re.findall(r"^#{1,3} (.+?)\s*$", text, re.M):
+        heading = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link's text
+        heading = re.sub(r"\{[a-z:]+\}`([^`]*)`", r"\1", heading)  # a role's target
+        found.add(re.sub(r"[^\w\- ]", "", heading.replace("`", "").replace("*", "").lower()).replace(" ", "-"))
+    return found
+
+
+def _links(page: Path) -> list[tuple[Path, str]]:
+    """The ``(page, anchor)`` of every link of ``page`` to an anchor of a Markdown page of the tree."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    return [((page.parent / target).resolve() if target else page, anchor)
+            for target, anchor in re.findall(r"\]\(([^)\s#]*)#([^)\s]+)\)", text) if not target.startswith("http")]
+
+
+def markdown_pages():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return [pytest.param(p, id=str(p.relative_to(ROOT))) for p in pages if "_build" not in p.parts]
+
+
+@pytest.mark.parametrize("page", markdown_pages())
+def test_every_link_to_an_anchor_finds_it(page):
+    """A link to ``page.md#anchor`` needs a heading or a label of that name there: Sphinx's build
+    does not catch one whose anchor is missing (MyST renders it as a link to the page's top)."""
+    broken = [f"{target.name}#{anchor}" + ("" if target.exists() else " (no such page)")
+              for target, anchor in _links(page) if target.suffix == ".md" and
+              (not target.exists() or anchor not in _anchors(target))]
+    assert not broken, f"{page.relative_to(ROOT)} links to anchors that are not there: {broken}"
+
+
+def test_the_anchor_check_sees_a_broken_link(tmp_path):
+    (tmp_path / "a.md").write_text("# Did it work: `q_pareto_k`\n\n(q-k)=\n## Rungs\n")
+    (tmp_path / "b.md").write_text("[ok](a.md#did-it-work-q_pareto_k) [ok](a.md#q-k) [ok](a.md#rungs) "
+                                   "[broken](a.md#did-it-work-q-pareto-k) [ok](#here)\n# Here\n")
+    assert [a for t, a in _links(tmp_path / "b.md") if a not in _anchors(t)] == ["did-it-work-q-pareto-k"]
