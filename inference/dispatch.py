@@ -25,6 +25,7 @@ from bnn_zoo.inference.advi.checkpoint import Checkpoint
 from bnn_zoo.inference.laplace import fit_laplace
 from bnn_zoo.inference.advi.objective import ELBO
 from bnn_zoo.inference.support.renamed import refuse_renamed
+from bnn_zoo.inference.support.seeds import check_seed
 from bnn_zoo.inference.posterior.result import FitResult
 
 __all__ = ["fit"]
@@ -216,11 +217,13 @@ def fit(
     if not isinstance(model, pm.Model):
         raise TypeError(f"fit takes a pymc.Model, got {type(model).__name__}")
     chosen = methods.value(method)
+    random_seed = check_seed(random_seed)
     use_compiled_programs()
     if isinstance(chosen, (methods.Laplace, methods.Auto)):
         given = [name for name, value in (
             ("optimizer", optimizer), ("objective", objective), ("batch_size", batch_size),
-            ("minibatch", minibatch), ("init", init), ("checkpoint", checkpoint)) if value is not None]
+            ("minibatch", minibatch), ("init", init), ("checkpoint", checkpoint), ("average", average))
+            if value is not None]
         if given and chosen.name == "laplace":
             raise ValueError(f"method='laplace' takes steps and random_seed only, not {given[0]}=: "
                              "it finds the mode by L-BFGS on the full data")

@@ -31,6 +31,7 @@ from bnn_zoo.cache import use_compiled_programs
 from bnn_zoo.inference import defaults, methods
 from bnn_zoo.inference.advi import core, optim
 from bnn_zoo.inference.support.renamed import refuse_renamed
+from bnn_zoo.inference.support.seeds import check_seed, check_seeds
 from bnn_zoo.inference.advi.engine import CHUNK, steps_per_epoch
 from bnn_zoo.inference.compile.jaxmodel import Layout, ModelFunction, compile_model
 from bnn_zoo.inference.compile.minibatch import minibatch_plan
@@ -341,8 +342,13 @@ def fit_many(models: Sequence[pm.Model], *, method="advi", steps: int = defaults
     2.1
     """
     use_compiled_programs()
-    seeds = ([int(random_seed) + i * restarts for i in range(len(models))]
-             if isinstance(random_seed, (int, np.integer)) else [int(s) for s in random_seed])
+    if isinstance(models, pm.Model) or not isinstance(models, (list, tuple)):
+        raise TypeError(f"fit_many takes a list of pymc.Model (of one structure), got {type(models).__name__}: "
+                        f"for one model, fit_many([model]) or bnn_zoo.fit(model)")
+    if not models:
+        raise ValueError("fit_many needs at least one model, got an empty list")
+    seeds = ([check_seed(random_seed) + i * restarts for i in range(len(models))]
+             if isinstance(random_seed, (int, np.integer)) else check_seeds(random_seed))
     if len(models) != len(seeds) or not models:
         raise ValueError(f"need one random_seed per model, got {len(models)} models and {len(seeds)} seeds")
     if isinstance(restarts, bool) or not (isinstance(restarts, (int, np.integer)) and restarts >= 1):
@@ -353,13 +359,16 @@ def fit_many(models: Sequence[pm.Model], *, method="advi", steps: int = defaults
     if methods.resolve(method)[0].name == "flow":
         raise ValueError("fit_many does not fit flows (each starts from a Gaussian fit of its own): fit each "
                          "with bnn_zoo.fit(model, method='flow'), or fit_many a Gaussian family")
+    for m in models:
+        model_dtype(m)  # a model without free variables, or with a discrete one, refused in one line
     points = [m.initial_point() for m in models]
     layouts = [Layout.of(m, p) for m, p in zip(models, points)]
     density = compile_model(models[0], layouts[0])
     for m, layout in zip(models, layouts):
         if compile_model(m, layout) is not density:
             raise ValueError("fit_many needs models of one structure (the same builder and settings "
-                             "on data of one shape)")
+                             "on data of one shape); what differs between fits goes in pm.Data containers: "
+                             "observed values given as plain arrays are part of a model's structure")
     rows = [(i, seed + k) for i, seed in enumerate(seeds) for k in range(restarts)]  # (model, seed)
     means = np.stack([initial_mean(layouts[i], points[i], seed, given_initvals(models[i])) for i, seed in rows])
     data = [np.stack([np.asarray(models[i].data_vars[j].get_value()) for i, _ in rows])

@@ -197,6 +197,13 @@ class Checkpoint:
     def __post_init__(self):
         if not (isinstance(self.every, (int, np.integer)) and self.every >= 1):
             raise ValueError(f"Checkpoint's every must be an integer >= 1, got {self.every!r}")
+        path = Path(self.path)
+        if path.is_dir():
+            raise ValueError(f"Checkpoint's path {str(path)!r} is a folder; name a file in it "
+                             f"(bnn_zoo.Checkpoint({str(path / 'fit.nc')!r}))")
+        above = next((p for p in path.parents if p.exists()), None)
+        if above is not None and not above.is_dir():
+            raise ValueError(f"Checkpoint's path {str(path)!r} lies under {str(above)!r}, which is a file, not a folder")
 
     @property
     def source(self) -> Path | None:

@@ -240,7 +240,25 @@ def _non_finite_data(model) -> str:
             where = np.argwhere(~np.isfinite(value))
             return (f": data {v.name!r} holds {len(where)} non-finite value(s) ({value[tuple(where[0])]} "
                     f"at index {tuple(int(i) for i in where[0])}); drop or impute them")
-    return ""
+    return _non_finite_terms(model)
+
+
+def _non_finite_terms(model) -> str:
+    """The model's terms whose log density is not finite at its initial point, in words (empty when
+    none is: then q's draws, not the model, left the support)."""
+    try:
+        logps = model.point_logps()
+    except Exception:  # a model PyMC cannot evaluate alone says nothing more here
+        return ""
+    bad = {name: value for name, value in logps.items() if not np.isfinite(value)}
+    if not bad:
+        return ""
+    said = ", ".join(f"{name!r}: {value}" for name, value in bad.items())
+    free = [name for name in bad if name in {rv.name for rv in model.free_RVs}]
+    way = (f"the start value of {free[0]!r} (its initval) or a parameter of its distribution lies outside "
+           f"its support" if free else f"the observed values of {next(iter(bad))!r} lie outside its "
+           f"distribution's support")
+    return f": at the model's initial point log p is not finite ({said}): {way}"
 
 
 def _run(model, method, *, steps, optimizer, objective, batch_size, minibatch, init, average, random_seed,

@@ -71,6 +71,8 @@ def precision(float32: bool):
     >>> result.config["dtype"]   # fitted in float32
     'float32'
     """
+    if not isinstance(float32, (bool, np.bool_)):
+        raise ValueError(f"precision takes float32=True or False, got {float32!r}")
     with pytensor.config.change_flags(floatX="float32" if float32 else "float64"):
         yield
 

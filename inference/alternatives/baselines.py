@@ -39,6 +39,7 @@ from bnn_zoo.inference.advi.engine import Runner, compile_loops
 from bnn_zoo.inference.compile.jaxmodel import Layout, ModelFunction, compile_model
 from bnn_zoo.inference.posterior.sampling import draws_posterior
 from bnn_zoo.inference.support.renamed import refuse_renamed
+from bnn_zoo.inference.support.seeds import check_seed
 
 __all__ = ["ensemble", "map_point", "pymc_nuts", "sgld", "swag"]
 
@@ -140,7 +141,8 @@ def map_point(model: pm.Model, *, steps: int = 10_000, lr: float = 0.01, batch_s
     FloatingPointError
         If ``log p`` becomes non-finite (lower ``lr``).
     """
-    _check(steps=(steps, 1), random_seed=(random_seed, 0))
+    _check(steps=(steps, 1))
+    check_seed(random_seed)
     problem, t0 = _Problem.of(model, batch_size), time.perf_counter()
     z = _map(problem, seed=random_seed, steps=steps, lr=lr)
     return problem.tree(z[None], dict(method="map", steps=steps, lr=lr, batch_size=batch_size,
@@ -185,7 +187,8 @@ def ensemble(model: pm.Model, members: int = 5, *, steps: int = 10_000, lr: floa
     FloatingPointError
         If a member's fit diverges (lower ``lr``).
     """
-    _check(members=(members, 1), steps=(steps, 1), random_seed=(random_seed, 0))
+    _check(members=(members, 1), steps=(steps, 1))
+    check_seed(random_seed)
     problem, t0 = _Problem.of(model, batch_size), time.perf_counter()
     z = np.stack([_map(problem, seed=random_seed + k, steps=steps, lr=lr) for k in range(members)])
     return problem.tree(z, dict(method="ensemble", members=members, steps=steps, lr=lr, batch_size=batch_size,
@@ -251,8 +254,8 @@ def sgld(model: pm.Model, *, steps: int = 20_000, lr: float = 1e-3, burn_in: int
         If a chain diverges (lower ``lr``).
     """
     _check(steps=(steps, 1), thin=(thin, 1), cycles=(cycles, 0), chains=(chains, 1),
-           random_seed=(random_seed, 0),
            init_steps=(init_steps, 0))
+    check_seed(random_seed)
     if not 0 <= explore < 1:
         raise ValueError(f"explore must be in [0, 1), got {explore!r}")
     if not lr > 0:
@@ -337,7 +340,8 @@ def swag(model: pm.Model, *, map_steps: int = 10_000, map_lr: float = 0.01, step
         If the MAP fit or SGD diverges (lower the rate).
     """
     _check(map_steps=(map_steps, 1), steps=(steps, 2), collect_every=(collect_every, 1), rank=(rank, 2),
-           draws=(draws, 1), random_seed=(random_seed, 0))
+           draws=(draws, 1))
+    check_seed(random_seed)
     if steps // collect_every < 2:
         raise ValueError(f"SWAG collects every {collect_every} steps: {steps} steps give fewer than 2")
     problem, t0 = _Problem.of(model, batch_size), time.perf_counter()
@@ -398,7 +402,8 @@ def pymc_nuts(model: pm.Model, *, draws: int = 1000, tune: int = 1000, chains: i
     ValueError
         For ``draws`` or ``chains`` below 1, or a negative ``tune`` or ``random_seed``.
     """
-    _check(draws=(draws, 1), tune=(tune, 0), chains=(chains, 1), random_seed=(random_seed, 0))
+    _check(draws=(draws, 1), tune=(tune, 0), chains=(chains, 1))
+    check_seed(random_seed)
     flags = os.environ.get("XLA_FLAGS")
     t0 = time.perf_counter()
     try:

@@ -24,6 +24,7 @@ from xarray import DataTree
 
 from bnn_zoo.inference.families import gaussians
 from bnn_zoo.inference.support import calls
+from bnn_zoo.inference.support.seeds import check_seed
 from bnn_zoo.inference.posterior.draws import evaluate_z
 from bnn_zoo.inference.posterior.result import FitResult
 from bnn_zoo.inference.posterior.sampling import model_tree, output_names
@@ -111,6 +112,7 @@ def nuts(result, draws: int = 1000, *, tune: int = TUNE, chains: int = 4, target
         raise ValueError(f"nuts' target_accept must be a number in (0, 1), got {target_accept!r}")
     if not isinstance(result, FitResult):
         raise TypeError(f"nuts takes a fit (what bnn_zoo.fit returns), got {type(result).__name__}")
+    random_seed = check_seed(random_seed)
     model, density = result.model, result.density
     dtype = result.config.get("dtype", "float64")
     data = tuple(jnp.asarray(v.get_value()) for v in model.data_vars)

@@ -19,12 +19,13 @@ import pymc as pm
 import pytensor
 from pymc.data import MinibatchOp
 from pymc.model.fgraph import ModelNamed, fgraph_from_model, model_from_fgraph, model_named
+from pymc.variational.minibatch_rv import MinibatchRandomVariable
 from pytensor.graph import FunctionGraph
 from pytensor.graph.basic import Constant
 from pytensor.graph.replace import clone_replace
 from pytensor.graph.traversal import ancestors
 
-__all__ = ["minibatch_nodes", "minibatch_plan", "unwrap"]
+__all__ = ["check_observed", "minibatch_nodes", "minibatch_plan", "unwrap"]
 
 
 def minibatch_nodes(model: pm.Model) -> list:
@@ -164,7 +165,9 @@ def minibatch_plan(model: pm.Model, minibatch, batch_size) -> tuple[tuple[bool, 
     ------
     ValueError
         For names that are not containers of the model, containers of
-        different lengths, or a batch size out of range.
+        different lengths, a batch size out of range, or an observed
+        variable on the cut rows whose observed values are not cut with them
+        or that has no ``total_size`` (:func:`check_observed`).
     """
     containers = list(model.data_vars)
     names = [c.name for c in containers]
@@ -187,4 +190,47 @@ def minibatch_plan(model: pm.Model, minibatch, batch_size) -> tuple[tuple[bool, 
     n = next(iter(lengths.values()))
     if not (isinstance(batch_size, (int, np.integer)) and 1 <= batch_size <= n):
         raise ValueError(f"batch_size must be an integer in 1..{n}, got {batch_size!r}")
+    check_observed(model, [c for c in containers if c.name in chosen], n)
     return tuple(c.name in chosen for c in containers), n
+
+
+def check_observed(model: pm.Model, cut: list, n: int) -> None:
+    """Refuse a minibatch fit whose likelihood would be silently wrong.
+
+    An observed variable that depends on the cut containers ``cut`` (of
+    ``n`` rows) needs its observed values cut with them, in a data container
+    (a plain array keeps all ``n`` rows against a minibatch's), and
+    ``total_size`` (without it the log likelihood stays at a minibatch's
+    scale, ``n / batch_size`` times too weak against the prior, as in PyMC).
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model.
+    cut : list
+        The data containers a minibatch cuts.
+    n : int
+        Their rows.
+
+    Raises
+    ------
+    ValueError
+        Naming the observed variable and the way out.
+    """
+    cut = set(cut)
+    for rv in model.observed_RVs:
+        value = model.rvs_to_values[rv]
+        if not cut & set(ancestors([rv, value])):
+            continue
+        name = rv.name
+        if not cut & set(ancestors([value])):
+            raise ValueError(f"observed variable {name!r}: its values are not in a data container that the minibatch cuts, "
+                             f"so each step would compare a minibatch of predictions with all {n} rows; put them in "
+                             f"one, pm.Data('{name}_data', values), and cut it with the inputs "
+                             f"(minibatch=[..., '{name}_data'])")
+        if not isinstance(rv.owner.op, MinibatchRandomVariable):
+            dist = type(rv.owner.op).__name__.removesuffix("RV")
+            raise ValueError(f"observed variable {name!r}: its rows are cut into minibatches, but it has no total_size, so its "
+                             f"log likelihood would stay at a minibatch's scale, too weak against the prior; write "
+                             f"it with total_size={n} (pm.{dist}({name!r}, ..., observed=..., total_size={n})), as "
+                             f"PyMC's minibatch ADVI does")

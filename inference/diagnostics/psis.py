@@ -371,9 +371,10 @@ def loo(idata: DataTree, var_name: str | None = None) -> ELPDDataLOO:
     Raises
     ------
     ValueError
-        Without the ``log_likelihood`` group or finite ``log_p`` and
-        ``log_q``; without ``var_name`` when there are several observed
-        variables; with fewer than 25 draws.
+        For anything but :func:`bnn_zoo.sample`'s DataTree; without the
+        ``log_likelihood`` group or finite ``log_p`` and ``log_q``; without
+        ``var_name`` when there are several observed variables, or one that
+        is not among them; with fewer than 25 draws.
 
     Warns
     -----
@@ -400,6 +401,9 @@ def loo(idata: DataTree, var_name: str | None = None) -> ELPDDataLOO:
     ``az.compare({"a": bnn_zoo.loo(idata_a), "b": bnn_zoo.loo(idata_b)})``
     ranks two models of the same data by it.
     """
+    if not isinstance(idata, DataTree) or "sample_stats" not in idata.children:
+        raise ValueError(f"loo takes the DataTree of draws that bnn_zoo.sample returns, got {type(idata).__name__}: "
+                         f"bnn_zoo.loo(bnn_zoo.sample(result))")
     stats = idata["sample_stats"]
     if "log_likelihood" not in idata.children:
         raise ValueError("loo needs the log_likelihood group (sample(..., log_likelihood=True))")
@@ -420,6 +424,9 @@ def loo(idata: DataTree, var_name: str | None = None) -> ELPDDataLOO:
         if len(group.data_vars) != 1:
             raise ValueError(f"name the observed variable: var_name one of {', '.join(group.data_vars)}")
         var_name = next(iter(group.data_vars))
+    if var_name not in group.data_vars:
+        raise ValueError(f"var_name {var_name!r} has no log likelihood here: one of {', '.join(group.data_vars)} "
+                         f"(the observed variables)")
     log_lik = group[var_name]
     obs_dims = [d for d in log_lik.dims if d not in ("chain", "draw")]
     log_lik = log_lik.transpose("chain", "draw", *obs_dims)

@@ -273,10 +273,14 @@ def reweighted(idata: DataTree, var_names=None) -> xr.Dataset:
     Raises
     ------
     ValueError
-        Without the weights, or unless :func:`verdict` passes: k above
-        :data:`K_WARN` (the reweighted estimates would not be reliable
-        either), or computed on too few draws to judge.
+        For anything but :func:`bnn_zoo.sample`'s DataTree, a name not in
+        its posterior; without the weights, or unless :func:`verdict` passes:
+        k above :data:`K_WARN` (the reweighted estimates would not be
+        reliable either), or computed on too few draws to judge.
     """
+    if not isinstance(idata, DataTree) or "sample_stats" not in idata.children:
+        raise ValueError(f"reweighted takes the DataTree of draws that bnn_zoo.sample returns, got "
+                         f"{type(idata).__name__}: bnn_zoo.reweighted(bnn_zoo.sample(result, {VERDICT_DRAWS}))")
     k = idata.attrs.get(NAME)
     if k is None or "psis_log_weight" not in idata["sample_stats"]:
         raise ValueError("these draws carry no PSIS weights: draw them with bnn_zoo.sample(..., log_likelihood=True)")
@@ -289,6 +293,10 @@ def reweighted(idata: DataTree, var_names=None) -> xr.Dataset:
     w = np.exp(idata["sample_stats"]["psis_log_weight"])
     posterior = idata["posterior"].to_dataset()
     names = list(posterior.data_vars) if var_names is None else list(var_names)
+    unknown = [name for name in names if name not in posterior.data_vars]
+    if unknown:
+        raise ValueError(f"var_names: {unknown[0]!r} is not in the posterior; its variables: "
+                         f"{', '.join(posterior.data_vars)}")
     out = {}
     for name in names:
         x = posterior[name]

@@ -18,6 +18,7 @@ from arviz_base import from_dict
 from xarray import DataTree
 
 from bnn_zoo.inference.support.renamed import refuse_renamed
+from bnn_zoo.inference.support.seeds import check_seed
 from bnn_zoo.inference.posterior.draws import map_draws
 from bnn_zoo.inference.compile.jaxmodel import compile_predictive
 from bnn_zoo.inference.posterior.result import FitResult
@@ -66,6 +67,9 @@ def _new_data(model: pm.Model, new_data: Mapping | None) -> tuple[list[np.ndarra
     with zeros of the new length: they only feed observed values, which a
     prediction does not use.
     """
+    if new_data is not None and not isinstance(new_data, Mapping):
+        raise ValueError(f"new_data must map data container names to their new values ({{'x': x_new}}), got "
+                         f"{type(new_data).__name__}; the model's containers: {describe_containers(model) or 'none'}")
     new_data = dict(new_data or {})
     containers = {v.name: v for v in model.data_vars}
     unknown = sorted(set(new_data) - set(containers))
@@ -82,6 +86,10 @@ def _new_data(model: pm.Model, new_data: Mapping | None) -> tuple[list[np.ndarra
                              f" like the container, got {value.shape}")
         if np.issubdtype(value.dtype, np.number) and not np.all(np.isfinite(value)):
             raise ValueError(f"new data {name!r} must be finite")
+        if np.issubdtype(old.dtype, np.integer) and not (np.issubdtype(value.dtype, np.integer) or (
+                np.issubdtype(value.dtype, np.floating) and np.array_equal(value, np.round(value)))):
+            raise ValueError(f"new data {name!r} must be integers like the container ({old.dtype}), got "
+                             f"{value.dtype} values such as {value.ravel()[0].item()!r}")
         for axis, dim in enumerate(dims.get(name, ())):
             if value.shape[axis] != old.shape[axis]:
                 changed[dim] = value.shape[axis]
@@ -189,6 +197,10 @@ def predict(source, new_data: Mapping | None = None, *, idata: DataTree | None =
     model = source.model if isinstance(source, FitResult) else source
     if not isinstance(model, pm.Model):
         raise ValueError(f"predict needs a FitResult or a pm.Model, got {type(source).__name__}")
+    random_seed = check_seed(random_seed)
+    if idata is not None and not (isinstance(idata, DataTree) and "posterior" in idata.children):
+        raise ValueError(f"idata must be a DataTree with a posterior group (what bnn_zoo.sample or pm.sample "
+                         f"returns), got {type(idata).__name__}")
     names = tuple(var_names) if var_names is not None else tuple(rv.name for rv in model.observed_RVs)
     if not names:
         raise ValueError("no variables to predict: pass var_names")

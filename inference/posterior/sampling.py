@@ -24,6 +24,7 @@ from xarray import DataTree
 from bnn_zoo.inference.diagnostics import qcheck
 from bnn_zoo.inference.support import calls
 from bnn_zoo.inference.support.renamed import refuse_renamed
+from bnn_zoo.inference.support.seeds import check_seed
 from bnn_zoo.inference.posterior.draws import draw_z, evaluate_draws, evaluate_z, fit_list, model_data
 from bnn_zoo.inference.compile.jaxmodel import ModelFunction
 from bnn_zoo.inference.posterior.result import FitResult
@@ -209,6 +210,7 @@ def sample(fits, draws: int = 500, *, random_seed: int = 0, log_likelihood: bool
     '3 fit(s)'
     """
     fits = fit_list(fits)
+    random_seed = check_seed(random_seed)
     result, model = fits[0], fits[0].model
     resample = len(fits) == 1 and bool(result.config.get("importance_resampled"))
     z, log_q = draw_z(fits, max(RESAMPLE_POOL * draws, RESAMPLE_MIN) if resample else draws, random_seed)
