@@ -289,19 +289,32 @@ def _download(name: str, folder: Path, mirrors, expected: str) -> tuple[Path | N
 def _fetch(data_dir, mirrors, checksums) -> tuple[dict[str, Path], set[str]]:
     """:func:`fetch`, plus the keys of the files it downloaded (and so verified)."""
     folder = resolve_dir(data_dir)
+    above = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise MNISTError(f"the MNIST folder {folder} {'is' if above == folder else f'lies under {above}, which is'} "
+                         f"a file, not a folder: pass --data-dir (or set MNIST_DIR to) a folder of the four IDX files")
     checksums = _checksums(checksums)
     mirrors = (mirrors,) if isinstance(mirrors, str) else tuple(mirrors)
-    paths, downloaded = {}, set()
+    paths, downloaded, made = {}, set(), []
     for key, name in FILES.items():
         for candidate in (folder / f"{name}.gz", folder / name):
             if candidate.is_file():
                 paths[key] = candidate
                 break
         else:
-            folder.mkdir(parents=True, exist_ok=True)
+            if not folder.exists() and mirrors:
+                try:
+                    made = [p for p in (folder, *folder.parents) if not p.exists()]
+                    folder.mkdir(parents=True)
+                except OSError as err:
+                    raise MNISTError(f"cannot make the MNIST folder {folder} ({err.strerror}): pass --data-dir "
+                                     f"(or set MNIST_DIR to) a folder you can write") from None
             got, why = (_download(name, folder, mirrors, checksums[name]) if mirrors
                         else (None, "downloads disabled"))
             if got is None:
+                for p in made:  # the folders made for the download, left as they were found
+                    with contextlib.suppress(OSError):
+                        p.rmdir()
                 raise MNISTError(f"MNIST file {name}(.gz) not found in {folder} and could not "
                                  f"be downloaded ({why}); put the four IDX files there, or "
                                  "pass --data-dir / set MNIST_DIR")

@@ -11,6 +11,7 @@ flow).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import optax
@@ -26,9 +27,14 @@ from bnn_zoo.inference.laplace import fit_laplace
 from bnn_zoo.inference.advi.objective import ELBO
 from bnn_zoo.inference.support.renamed import refuse_renamed
 from bnn_zoo.inference.support.seeds import check_seed
+from bnn_zoo.inference.posterior.prediction import describe_containers
 from bnn_zoo.inference.posterior.result import FitResult
 
-__all__ = ["fit"]
+__all__ = ["SHAPE_ERRORS", "fit"]
+
+
+#: What JAX says when a model's arrays' shapes do not broadcast or multiply: :func:`fit` says it in the model's words.
+SHAPE_ERRORS = re.compile(r"incompatible shapes|contracting dimensions|shapes must be|shape mismatch")
 
 
 @refuse_renamed
@@ -231,9 +237,18 @@ def fit(
             raise ValueError(f"method='auto' takes steps, random_seed and progressbar only, not {given[0]}=: "
                              "it chooses each rung's settings (docs/user_guide/families.md); to set them, "
                              "fit the rung's method yourself")
+    try:
         if chosen.name == "auto":
             return fit_auto(model, chosen, steps=steps, random_seed=random_seed, progressbar=progressbar)
-        return fit_laplace(model, chosen, steps=steps, random_seed=random_seed)
-    return fit_advi(model, method=method, steps=steps, optimizer=optimizer, objective=objective,
-                    batch_size=batch_size, minibatch=minibatch, init=init, average=average,
-                    random_seed=random_seed, checkpoint=checkpoint, progressbar=progressbar)
+        if chosen.name == "laplace":
+            return fit_laplace(model, chosen, steps=steps, random_seed=random_seed)
+        return fit_advi(model, method=method, steps=steps, optimizer=optimizer, objective=objective,
+                        batch_size=batch_size, minibatch=minibatch, init=init, average=average,
+                        random_seed=random_seed, checkpoint=checkpoint, progressbar=progressbar)
+    except TypeError as err:  # JAX's, tracing the model: its arrays' shapes do not fit together
+        if not SHAPE_ERRORS.search(str(err)):
+            raise
+        raise ValueError(f"the model's arrays do not fit together ({str(err).splitlines()[0]}): check its data "
+                         f"containers' shapes against each other and against the observed values (after "
+                         f"pm.set_data, every container of the rows): {describe_containers(model) or 'none'}") \
+            from None

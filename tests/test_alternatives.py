@@ -233,6 +233,9 @@ def test_mnist_benchmark_rotations_and_ood(monkeypatch, mnist_tiny_dir, tiny_che
     (["toy", "--processes", "2"], "argument --processes: invalid choice: 2"),
     (["toy", "--seed", "-1"], "argument --seed"),
     (["toy", "--noise", "high"], "argument --noise: invalid float value: 'high'"),
+    (["toy", "--epochs", "3"], "--epochs sets the mnist benchmark, not toy"),
+    (["regression", "--limit-train", "100"], "--limit-train sets the mnist benchmark, not regression"),
+    (["mnist", "--cases", "mlp"], "--cases mlp: bnn-zoo alternatives mnist has one case"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys, argv, message):
     assert bench.main([*argv, "--out", str(tmp_path / "out"), "--figures", str(tmp_path / "fig")]) == 2

@@ -100,6 +100,11 @@ def test_a_resume_may_change_the_optimizer_and_says_so(split, tmp_path):
                                          [100, "adam(lr=constant(0.005))"]]
     with pytest.raises(CheckpointError, match="optimizer's state has another structure"):
         fit(model(split), steps=200, checkpoint=resume(ckpt), optimizer=optim.make("sgd", 0.005, 200))
+    # A finished fit resumed for no more steps: another optimizer would make none of them, and the
+    # result would name it all the same.
+    with pytest.raises(CheckpointError, match=r"holds all 200 steps, made with adam\(lr=constant\(0.005\)\): "
+                                              r"adam\(lr=constant\(0.01\)\) would make none"):
+        fit(model(split), steps=200, checkpoint=resume(ckpt), optimizer=optim.make("adam", 0.01, 200))
 
 
 def test_missing_or_foreign_checkpoint_is_refused(split, tmp_path):

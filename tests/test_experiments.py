@@ -50,6 +50,8 @@ def main_without_figures(argv, dataset="moons"):
         (["--draws", "24"], "--draws 24: PSIS-LOO needs at least 25 draws"),
         (["--restarts", "30", "--draws", "25"], "--draws 25 is fewer than --restarts 30"),
         (["--pick-at", "1.5"], "argument --pick-at: must be in [0, 1)"),
+        (["--fullrank-lr", "0.1"], "--fullrank-lr 0.1 sets the full-rank phase, which --method advi does not run"),
+        (["--pick", "mixture", "--pick-at", "0.5"], "--pick-at 0.5 picks the best restart early, which --pick mixture"),
         (["--steps", "1000000000000"], "--steps 1,000,000,000,000 is more than 100,000,000 steps"),
     ],
 )

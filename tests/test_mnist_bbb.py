@@ -107,6 +107,7 @@ def test_gaussian_prior_scale_and_constant_weighting(data_copy, tmp_path):
     (["--lr", "inf"], "--lr: must be positive and finite"),
     (["--batch-size", "501"], "larger than the training set (500 rows)"),
     (["--hyperprior", "halfnormal", "--prior-scale", "2"], "--prior-scale needs --hyperprior fixed"),
+    (["--prior", "flat", "--prior-scale", "3"], "--prior-scale 3: --prior flat has no scale"),
     (["--resume"], "no checkpoint to resume from"),
     (["--lr-decay-epochs", "0"], "--lr-decay-epochs: epochs must be >= 1"),
     (["--lr-decay-epochs", "80,x"], "--lr-decay-epochs: must be comma-separated epochs"),

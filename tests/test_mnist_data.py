@@ -199,6 +199,15 @@ def test_label_and_image_counts_must_match(mnist_tiny_dir, tiny_checksums, tmp_p
 # --- missing files and downloads
 
 
+def test_a_data_dir_that_is_a_file_is_refused_before_any_download(tmp_path, tiny_checksums):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for folder, words in [(afile, "is a file, not a folder"), (afile / "sub", "lies under")]:
+        with pytest.raises(mnist.MNISTError) as e:
+            mnist.fetch(folder, mirrors=(closed_port_url(),), checksums=tiny_checksums)
+        assert words in str(e.value) and "--data-dir" in str(e.value) and "\n" not in str(e.value)
+
+
 def test_missing_files_offline(tmp_path, tiny_checksums, monkeypatch):
     d = tmp_path / "empty"
     with pytest.raises(mnist.MNISTError) as e:
@@ -206,7 +215,7 @@ def test_missing_files_offline(tmp_path, tiny_checksums, monkeypatch):
     msg = str(e.value)
     assert str(d) in msg and "(.gz) not found" in msg and "no mirror reachable" in msg
     assert "MNIST_DIR" in msg and "\n" not in msg
-    assert list(d.iterdir()) == []
+    assert not d.exists()  # the folder made for the download is not left behind
     with pytest.raises(mnist.MNISTError, match="downloads disabled"):
         mnist.load(d, checksums=tiny_checksums, download=False)
     monkeypatch.setattr(mnist, "MIRRORS", (closed_port_url(),))
@@ -272,6 +281,10 @@ def test_download_from_only_a_corrupt_mirror_fails_cleanly(mirrors, tiny_checksu
         mnist.fetch(d, mirrors=(base + "bad/",), checksums=tiny_checksums)
     msg = str(e.value)
     assert str(d) in msg and "content sha256 mismatch" in msg and "\n" not in msg
+    assert not d.exists()
+    d.mkdir()  # a folder the user made stays, empty
+    with pytest.raises(mnist.MNISTError):
+        mnist.fetch(d, mirrors=(base + "bad/",), checksums=tiny_checksums)
     assert list(d.iterdir()) == []
 
 

@@ -199,3 +199,23 @@ def test_a_model_outside_its_support_is_named_when_the_elbo_is_not_finite(build,
     with pytest.raises(bnn_zoo.NonFiniteLossError) as excinfo:
         bnn_zoo.fit(model, steps=100, progressbar=False)
     check(excinfo, *words)
+
+
+@pytest.mark.parametrize("method", ["advi", "laplace"])
+def test_arrays_whose_shapes_do_not_fit_are_named_in_the_models_words(method):
+    """JAX's "sub got incompatible shapes" from deep inside a traced log density, said as the model's
+    containers and their shapes: a container of 40 rows beside 50 observed values; new columns set."""
+    X, y = np.ones((50, 2)), np.ones(50)
+    with pm.Model() as model:
+        x = pm.Data("x", X[:40])
+        pm.Normal("y", x @ pm.Normal("w", 0, 1, shape=2), 1, observed=y)
+    with pytest.raises(ValueError) as excinfo:
+        bnn_zoo.fit(model, method=method, steps=20, progressbar=False)
+    check(excinfo, "do not fit together", "incompatible shapes", "x (40, 2)", "pm.set_data")
+    with pm.Model() as model:
+        x = pm.Data("x", X)
+        pm.Normal("y", x @ pm.Normal("w", 0, 1, shape=2), 1, observed=y)
+    pm.set_data({"x": np.ones((50, 3))}, model=model)
+    with pytest.raises(ValueError) as excinfo:
+        bnn_zoo.fit(model, method=method, steps=20, progressbar=False)
+    check(excinfo, "do not fit together", "x (50, 3)")

@@ -255,6 +255,7 @@ def test_a_changed_spec_adds_only_the_missing_fits(tmp_path):
     (["--steps", "1000000000000"], "more than 100,000,000"),
     (["--restarts", "40"], "--restarts 40 is more than --draws 30"),
     (["--scheduler", "localhost:8786"], "must be a Dask address"),
+    (["--scheduler", "tcp://127.0.0.1:1"], "--scheduler tcp://127.0.0.1:1: no Dask scheduler answers there"),
     (["--pick-at", "0.2,1"], "argument --pick-at: must be in [0, 1)"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_any_work(tmp_path, capsys, extra, message):
@@ -383,6 +384,14 @@ def test_report_needs_a_sweep_folder(tmp_path, capsys):
 
     assert report.main([str(tmp_path)]) == 2
     assert "has no fits.parquet" in capsys.readouterr().err and not (tmp_path / "report").exists()
+    (tmp_path / "fits.parquet").write_text("garbage")  # a damaged table: one line, the way out
+    assert report.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be read as Parquet" in err and "bnn-zoo sweep --out" in err and len(err.strip().splitlines()) == 1
+    pd.DataFrame({c: [] for c in ("prior", "hyperprior", "noise", "seed", "elpd_test", "gap_accuracy")}).to_parquet(
+        tmp_path / "fits.parquet")
+    assert report.main([str(tmp_path)]) == 2
+    assert "has no seed (no records)" in capsys.readouterr().err and not (tmp_path / "report").exists()
 
 
 def test_kfold_refits_each_fold_and_gives_elpd_data_that_az_compare_takes(tmp_path):

@@ -275,6 +275,8 @@ def _damaged(tmp_path):
     (["--estimator", "local_reparam"], "(the local-reparameterisation estimator is --method local_reparam)"),
     (_damaged, "data.txt: sha256 is"),
     (["--table-only"], "--table-only: "),
+    (["--scheduler", "tcp://127.0.0.1:1"], "--scheduler tcp://127.0.0.1:1: no Dask scheduler answers there"),
+    (["--scheduler", "udp://host:1"], "--scheduler must be a Dask address"),
 ])
 def test_bad_input_is_one_line_exit_2_before_any_fit(tmp_path, capsys, args, message):
     if callable(args):

@@ -48,6 +48,9 @@ __all__ = ["build_parser", "compare", "main", "specs"]
 # --- comparing the methods -----------------------------------------------------------
 
 
+#: ``--epochs``' default: each method's epochs on MNIST.
+MNIST_EPOCHS = 10
+
 def compare(spec: Spec, bench: Benchmark, out: Path, methods: list[str], figures: Path) -> "pd.DataFrame":
     """The benchmark's table (methods as rows), written to ``out``; and its figures.
 
@@ -123,7 +126,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         f"{', '.join(REGRESSION_TASKS)} (default all)")
     p.add_argument("--noise", type=float, default=0.2, help="toy: the data's noise")
     p.add_argument("--seed", type=nonneg_int, default=0, help="the data's and every method's seed")
-    p.add_argument("--epochs", type=positive_int, default=10, help="mnist: epochs of every method")
+    p.add_argument("--epochs", type=positive_int, default=MNIST_EPOCHS, help="mnist: epochs of every method")
     p.add_argument("--limit-train", type=positive_int, default=None, help="mnist: use the first N training images")
     p.add_argument("--data-dir", default=None, help="mnist: folder of the IDX files (default $MNIST_DIR or a download)")
     p.add_argument("--quick", action="store_true", help="tiny data and few steps (what the tests run)")
@@ -151,7 +154,8 @@ def specs(args) -> list[Spec]:
     Raises
     ------
     bnn_zoo.experiments.harness.flags.UsageError
-        For an unknown case, or a ``--noise`` outside (0, 10).
+        For an unknown case, ``--cases`` with mnist, an mnist flag with another
+        benchmark, or a ``--noise`` outside (0, 10).
     """
     if args.benchmark == "toy":
         cases = (args.cases or "moons").split(",")
@@ -160,9 +164,16 @@ def specs(args) -> list[Spec]:
         cases = (args.cases or ",".join(REGRESSION_TASKS)).split(",")
         bad = [c for c in cases if c not in REGRESSION_TASKS]
     else:
+        if args.cases is not None:
+            raise UsageError(f"--cases {args.cases}: bnn-zoo alternatives mnist has one case, the 2x400 MLP; drop it")
         cases, bad = ["mlp2x400"], []
     if bad:
         raise UsageError(f"--cases: unknown {', '.join(bad)}")
+    given = [flag for flag, value, default in (("--epochs", args.epochs, MNIST_EPOCHS),
+                                               ("--limit-train", args.limit_train, None),
+                                               ("--data-dir", args.data_dir, None)) if value != default]
+    if args.benchmark != "mnist" and given:
+        raise UsageError(f"{given[0]} sets the mnist benchmark, not {args.benchmark}; drop it")
     if not (0 < args.noise < 10):
         raise UsageError(f"--noise must be in (0, 10), got {args.noise}")
     return [Spec(args.benchmark, c, seed=args.seed, quick=args.quick, noise=args.noise, data_dir=args.data_dir,

@@ -25,7 +25,7 @@ import psutil
 from bnn_zoo.experiments.harness.flags import UsageError
 from bnn_zoo.experiments.harness.runtime import hold_interrupts, pin_to_core, worker_xla_flags, xla_flags
 
-__all__ = ["cluster", "peak_rss_mb", "progress", "run_lock"]
+__all__ = ["SCHEMES", "check_scheduler", "cluster", "peak_rss_mb", "progress", "run_lock"]
 
 
 @contextlib.contextmanager
@@ -76,6 +76,47 @@ def run_lock(run_dir: Path):
             folder.rmdir()
 
 
+#: The addresses a Dask scheduler answers at: ``--scheduler``'s schemes.
+SCHEMES = ("tcp://", "tls://", "ws://", "wss://", "inproc://")
+
+
+def check_scheduler(address: str | None, flag: str = "--scheduler", seconds: float = 5.0) -> None:
+    """Refuse a scheduler address that is not one, or at which nothing answers, before any work.
+
+    Parameters
+    ----------
+    address : str or None
+        The flag's value (``None``: no scheduler, nothing to check).
+    flag : str, default "--scheduler"
+        The flag's name, for the message.
+    seconds : float, default 5.0
+        How long to wait for the address to accept a connection.
+
+    Raises
+    ------
+    UsageError
+        For an address without one of :data:`SCHEMES`, or a host and port
+        that refuse a connection or do not answer within ``seconds``.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    if address is None:
+        return
+    if not address.startswith(SCHEMES):
+        raise UsageError(f"{flag} must be a Dask address such as tcp://host:8786, got {address!r}")
+    if address.startswith("inproc://"):
+        return
+    parts = urlsplit(address)
+    try:
+        port = parts.port or 8786
+        with socket.create_connection((parts.hostname or "localhost", port), timeout=seconds):
+            pass
+    except (OSError, ValueError) as err:
+        raise UsageError(f"{flag} {address}: no Dask scheduler answers there ({err}); start one "
+                         f"(`dask scheduler`), or leave {flag} out to run on a local cluster") from None
+
+
 def cluster(args):
     """A Dask client for a job's tasks, or ``None`` to run them in this process.
 
@@ -96,7 +137,10 @@ def cluster(args):
     from dask.distributed import Client, LocalCluster
 
     if args.scheduler is not None:
-        client = Client(args.scheduler)
+        try:
+            client = Client(args.scheduler, timeout="10s")
+        except (OSError, TimeoutError) as err:  # it answered the check, then went away
+            raise UsageError(f"--scheduler {args.scheduler}: {err}") from None
         return client, client.close
     import logging
 

@@ -373,7 +373,8 @@ def check(exp: Experiment, cfg: RunConfig) -> None:
         If PSIS-LOO gets fewer than :data:`~bnn_zoo.inference.diagnostics.psis.MIN_DRAWS`
         draws, ``--pick-at`` meets minibatches, there are fewer draws than
         restarts, a per-example estimator meets full-rank q, a minibatch
-        experiment asks for full-rank q or Laplace, Laplace meets a KL weight, or the steps or epochs exceed
+        experiment asks for full-rank q or Laplace, Laplace meets a KL weight or an ADVI setting,
+        ``--fullrank-lr`` meets another method, ``--pick-at`` meets ``--pick mixture``, or the steps or epochs exceed
         :data:`~bnn_zoo.inference.advi.prepare.MAX_STEPS`.
     """
     if exp.loo and cfg.draws < psis.MIN_DRAWS:
@@ -400,6 +401,13 @@ def check(exp: Experiment, cfg: RunConfig) -> None:
         if given:
             raise UsageError(f"--{given[0].replace('_', '-')} {getattr(cfg, given[0])}: --method laplace finds the "
                              "mode by L-BFGS and takes no ADVI setting; drop the flag, or use an ADVI --method")
+    defaults = flag_defaults(exp)
+    if cfg.method != "fullrank_advi" and cfg.fullrank_lr != defaults["fullrank_lr"]:
+        raise UsageError(f"--fullrank-lr {cfg.fullrank_lr:g} sets the full-rank phase, which --method {cfg.method} "
+                         "does not run; drop it, or use --method fullrank_advi")
+    if cfg.pick != "best" and cfg.pick_at != defaults["pick_at"]:
+        raise UsageError(f"--pick-at {cfg.pick_at:g} picks the best restart early, which --pick {cfg.pick} (every "
+                         "restart kept) does not; drop it, or use --pick best")
     if cfg.steps > MAX_STEPS or (cfg.epochs or 0) > MAX_STEPS:
         flag = "--epochs" if cfg.epochs else "--steps"
         raise UsageError(f"{flag} {cfg.epochs or cfg.steps:,} is more than {MAX_STEPS:,} steps")

@@ -37,6 +37,7 @@ from bnn_zoo.experiments.harness.flags import UsageError, positive_float
 from bnn_zoo.experiments.mnist import shared as mnist_shared
 from bnn_zoo.inference.posterior.sampling import point_posterior
 from bnn_zoo.models import HYPERPRIORS, WEIGHT_PRIORS, mlp_classifier
+from bnn_zoo.models.priors import SCALE_FREE
 
 __all__ = ["DEFAULTS", "EXPERIMENT", "HIDDEN", "PREDICT_CHUNK", "PRIORS", "BBBConfig", "arguments", "configs",
            "evaluate", "main", "model", "network_weights", "report"]
@@ -122,10 +123,13 @@ def configs(args) -> list[BBBConfig]:
     Raises
     ------
     bnn_zoo.experiments.harness.flags.UsageError
-        If ``--prior-scale`` is given with a hyperprior other than ``fixed``.
+        If ``--prior-scale`` is given with a hyperprior other than ``fixed``, or
+        with a prior that has no scale.
     """
     if args.hyperprior != "fixed" and args.prior_scale != 1.0:
         raise UsageError("--prior-scale needs --hyperprior fixed")
+    if PRIORS[args.prior] in SCALE_FREE and args.prior_scale != 1.0:
+        raise UsageError(f"--prior-scale {args.prior_scale:g}: --prior {args.prior} has no scale; drop it")
     return [BBBConfig(**fit_settings(args), **mnist_shared.data_settings(args),
                       prior=args.prior, hyperprior=args.hyperprior, hidden=args.hidden,
                       layers=args.layers, prior_scale=args.prior_scale, prune=args.prune,

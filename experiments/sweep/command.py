@@ -58,7 +58,7 @@ from bnn_zoo.cache import use_compiled_programs
 from bnn_zoo.experiments.harness.flags import (HelpFormatter, Parser, UsageError, check_writable, int_list,
                                                n_train, names, nonneg_int, positive_float, positive_int,
                                                unit_interval)
-from bnn_zoo.experiments.harness.resources import cluster, progress, run_lock
+from bnn_zoo.experiments.harness.resources import check_scheduler, cluster, progress, run_lock
 from bnn_zoo.experiments.harness.runtime import keep_interrupts, worker_xla_flags, xla_flags
 from bnn_zoo.experiments.harness.store import Store
 from bnn_zoo.experiments.sweep.fits import bayes_task, describe_times, fit_task, shared_record, time_split
@@ -305,8 +305,7 @@ def check(args) -> None:
                          f"({','.join(map(str, args.n_train))}) into folds of one size")
     if max(args.steps) > MAX_STEPS:
         raise UsageError(f"--steps {max(args.steps):,} is more than {MAX_STEPS:,}")
-    if args.scheduler is not None and not args.scheduler.startswith(("tcp://", "tls://", "inproc://", "ws://", "wss://")):
-        raise UsageError(f"--scheduler must be a Dask address such as tcp://host:8786, got {args.scheduler!r}")
+    check_scheduler(args.scheduler)
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} is not a folder")
     check_writable(args.out, "--out")

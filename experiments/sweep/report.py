@@ -78,7 +78,7 @@ def load(folder: Path):
     Raises
     ------
     UsageError
-        If ``folder`` has no ``fits.parquet``, the table lacks a column the
+        If ``folder`` has no ``fits.parquet``, or one that is not Parquet, the table lacks a column the
         report needs, or it has a single seed (the intervals are over seeds).
     """
     import pandas as pd
@@ -88,12 +88,18 @@ def load(folder: Path):
     path = folder / "fits.parquet"
     if not path.is_file():
         raise UsageError(f"{folder} has no fits.parquet: run bnn-zoo sweep --out {folder} first")
-    table = pd.read_parquet(path)
+    try:
+        table = pd.read_parquet(path)
+    except Exception as err:  # pyarrow's ArrowInvalid and OSError: not a Parquet file, or a damaged one
+        raise UsageError(f"{path} cannot be read as Parquet ({type(err).__name__}: {str(err).splitlines()[0]}); "
+                         f"write it again from the records: bnn-zoo sweep --out {folder} with the sweep's "
+                         f"flags") from None
     missing = {"prior", "hyperprior", "noise", "seed", "elpd_test", "gap_accuracy"} - set(table.columns)
     if missing:
         raise UsageError(f"{path} is not a sweep's table (no {', '.join(sorted(missing))})")
     if table["seed"].nunique() < 2:
-        raise UsageError(f"{path} has one seed: intervals over seeds need at least two (--seeds 2)")
+        seeds = "no seed (no records)" if table.empty else "one seed"
+        raise UsageError(f"{path} has {seeds}: intervals over seeds need at least two (--seeds 2)")
     return sweeps.with_pairs(table)
 
 

@@ -37,7 +37,7 @@ from bnn_zoo.experiments.harness import fit_flags
 from bnn_zoo.experiments.harness.config import Experiment
 from bnn_zoo.experiments.harness.flags import (HelpFormatter, Parser, UsageError, check_writable, names,
                                                positive_float, positive_int)
-from bnn_zoo.experiments.harness.resources import cluster, progress, run_lock
+from bnn_zoo.experiments.harness.resources import check_scheduler, cluster, progress, run_lock
 from bnn_zoo.experiments.harness.runtime import keep_interrupts, worker_xla_flags, xla_flags
 from bnn_zoo.experiments.harness.store import Store
 from bnn_zoo.experiments.uci.fits import (BATCH_SIZE, DEFAULTS, METHODS, UCIConfig, fit_key, fit_task, model,
@@ -348,8 +348,7 @@ def main(argv=None, prog: str = "bnn-zoo uci") -> int:
 
         if args.steps > MAX_STEPS:
             raise UsageError(f"--steps {args.steps:,} is more than {MAX_STEPS:,}")
-        if args.scheduler is not None and "://" not in args.scheduler:
-            raise UsageError(f"--scheduler must be a Dask address such as tcp://host:8786, got {args.scheduler!r}")
+        check_scheduler(args.scheduler)
         check_writable(args.out, "--out")
         use_compiled_programs()
         with run_lock(args.out / "uci"), xla_flags(worker_xla_flags()), keep_interrupts():

@@ -287,6 +287,11 @@ def _run(model, method, *, steps, optimizer, objective, batch_size, minibatch, i
                     f"checkpoint {source} averages its iterates from step {saved.average_from}, "
                     f"these settings from step {setup.average_from}: a running mean cannot change "
                     "its start once begun (keep the total steps, or set average=0)")
+            if done == steps and saved.history[-1][1] != description:
+                raise ckpt.CheckpointError(
+                    f"checkpoint {source} holds all {steps} steps, made with {saved.history[-1][1]}: "
+                    f"{description} would make none of them; ask for more steps to continue with it, "
+                    f"or resume with the same optimizer")
             history = saved.history + ([[done, description]]
                                        if done < steps and saved.history[-1][1] != description else [])
             elbo[:done], seconds_before = saved.elbo, saved.seconds
