@@ -154,7 +154,7 @@ def test_loo_reweighted_and_predict_refuse_what_is_not_their_input(linear):
         check(excinfo, *words)
 
 
-def test_predict_refuses_fractions_for_an_integer_container():
+def test_predict_refuses_fractions_and_indices_past_the_end_for_an_integer_container():
     with pm.Model() as model:
         g = pm.Data("g", np.arange(30) % 3)
         a = pm.Normal("a", 0, 10, shape=3)
@@ -165,6 +165,11 @@ def test_predict_refuses_fractions_for_an_integer_container():
     check(excinfo, "'g'", "must be integers like the container", "values such as 0.4")
     whole = bnn_zoo.predict(result, {"g": np.array([0.0, 2.0])}, draws=50)  # integral floats are indices
     assert whole["predictions"]["y"].shape == (1, 50, 2)
+    for past in (3, -4):  # JAX would clamp 3 to the last group, where NumPy and PyMC raise
+        with pytest.raises(ValueError) as excinfo:
+            bnn_zoo.predict(result, {"g": np.array([0, 2, past])})
+        check(excinfo, "'g'", "indexes an axis of 3 (0..2)", f"got {past}")
+    assert bnn_zoo.predict(result, {"g": np.array([-1])}, draws=10)["predictions"]["y"].shape == (1, 10, 1)
 
 
 def test_fit_many_precision_laplace_and_checkpoint_refuse_what_they_would_mishandle(linear, tmp_path):

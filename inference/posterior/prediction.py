@@ -58,6 +58,25 @@ def describe_containers(model: pm.Model) -> str:
     return "; ".join(clauses)
 
 
+def _index_lengths(model: pm.Model) -> dict[str, int]:
+    """The length of the shortest axis each data container indexes directly (``a[g]``), by name.
+
+    JAX clamps an index past an axis' end to its last element, where NumPy and PyMC raise: a new
+    group index out of range would predict the last group's values, silently.
+    """
+    from pytensor.graph.traversal import applys_between
+
+    containers, out = set(model.data_vars), {}
+    for node in applys_between(model.data_vars, [*model.observed_RVs, *model.deterministics]):
+        if "AdvancedSubtensor" not in type(node.op).__name__:
+            continue
+        lengths = node.inputs[0].type.shape
+        for axis, index in enumerate(node.inputs[1:len(lengths) + 1]):
+            if index in containers and lengths[axis] is not None:
+                out[index.name] = min(out.get(index.name, lengths[axis]), lengths[axis])
+    return out
+
+
 def _new_data(model: pm.Model, new_data: Mapping | None) -> tuple[list[np.ndarray], dict[str, int]]:
     """Every container's value for the prediction, and the dims whose length changes.
 
@@ -76,7 +95,7 @@ def _new_data(model: pm.Model, new_data: Mapping | None) -> tuple[list[np.ndarra
     if unknown:
         raise ValueError(f"model has no data container {', '.join(map(repr, unknown))}; "
                          f"its containers: {describe_containers(model) or 'none'}")
-    dims = model.named_vars_to_dims
+    dims, lengths = model.named_vars_to_dims, _index_lengths(model) if new_data else {}
     changed, old_rows = {}, set()
     for name, value in new_data.items():
         old = np.asarray(containers[name].get_value())
@@ -90,6 +109,11 @@ def _new_data(model: pm.Model, new_data: Mapping | None) -> tuple[list[np.ndarra
                 np.issubdtype(value.dtype, np.floating) and np.array_equal(value, np.round(value)))):
             raise ValueError(f"new data {name!r} must be integers like the container ({old.dtype}), got "
                              f"{value.dtype} values such as {value.ravel()[0].item()!r}")
+        length = lengths.get(name) if np.issubdtype(old.dtype, np.integer) else None
+        if length is not None and value.size and not (-length <= value.min() and value.max() < length):
+            wrong = value[(value < -length) | (value >= length)].ravel()[0].item()
+            raise ValueError(f"new data {name!r} indexes an axis of {length} (0..{length - 1}), got {wrong!r}: "
+                             f"an index past the end would predict from the last one, silently")
         for axis, dim in enumerate(dims.get(name, ())):
             if value.shape[axis] != old.shape[axis]:
                 changed[dim] = value.shape[axis]
