@@ -130,10 +130,19 @@ def test_a_local_clusters_workers_run_on_a_core_each():
     client, close = cluster(argparse.Namespace(scheduler=None, workers=2))
     try:
         seen = list(client.run(_threads_cores).values())
+        profiling = client.run(_profiling)
     finally:
         close()
     assert len(seen) == 2 and all(len(cores) == 1 and len(next(iter(cores))) == 1 for cores in seen)
     assert seen[0] != seen[1]  # each worker's threads all on one core, the two workers on two
+    assert list(profiling.values()) == [False, False]  # no profiler sampling the fits' core
+
+
+def _profiling(dask_worker) -> bool:
+    """Whether a worker runs Dask's statistical profiler (its periodic callback, and the setting)."""
+    import dask
+
+    return "profile" in dask_worker.periodic_callbacks or dask.config.get("distributed.worker.profile.enabled")
 
 
 def test_the_toy_inverse_gamma_is_its_own_and_part_of_a_records_key(monkeypatch):

@@ -25,7 +25,7 @@ import psutil
 from bnn_zoo.experiments.harness.flags import UsageError
 from bnn_zoo.experiments.harness.runtime import hold_interrupts, pin_to_core, worker_xla_flags, xla_flags
 
-__all__ = ["SCHEMES", "check_scheduler", "cluster", "peak_rss_mb", "progress", "run_lock"]
+__all__ = ["LOCAL_CLUSTER_CONFIG", "SCHEMES", "check_scheduler", "cluster", "peak_rss_mb", "progress", "run_lock"]
 
 
 @contextlib.contextmanager
@@ -117,6 +117,12 @@ def check_scheduler(address: str | None, flag: str = "--scheduler", seconds: flo
                          f"(`dask scheduler`), or leave {flag} out to run on a local cluster") from None
 
 
+#: Dask settings of the local cluster's workers: without the statistical profiler, which samples each
+#: worker's stack every 10 ms on the core its fits run on (a task of 24 fits a worker: the fit
+#: program 2.9-4.5% faster without it, four pairs of runs; docs/benchmarks.md).
+LOCAL_CLUSTER_CONFIG = {"distributed.worker.profile.enabled": False}
+
+
 def cluster(args):
     """A Dask client for a job's tasks, or ``None`` to run them in this process.
 
@@ -161,7 +167,7 @@ def cluster(args):
         shutil.rmtree(scratch, ignore_errors=True)
 
     try:
-        with xla_flags(worker_xla_flags()), dask.config.set({"temporary-directory": scratch}):
+        with xla_flags(worker_xla_flags()), dask.config.set(LOCAL_CLUSTER_CONFIG, **{"temporary-directory": scratch}):
             with hold_interrupts(spawn=True):  # a Ctrl-C meanwhile is raised at its end: closed below
                 cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
                                        dashboard_address=":0", local_directory=scratch)  # any free port
