@@ -189,6 +189,9 @@ def test_fit_many_precision_laplace_and_checkpoint_refuse_what_they_would_mishan
         with bnn_zoo.precision("no"):
             pass
     check(excinfo, "float32=True or False", "'no'")
+    with pytest.raises(ValueError) as excinfo:  # a DataTree's repr is many lines: the message names its type
+        bnn_zoo.fit(linear.model, steps=10, init=bnn_zoo.sample(linear, 30), progressbar=False)
+    check(excinfo, "init must be a FitResult", "got DataTree")
 
 
 @pytest.mark.parametrize("build, words", [

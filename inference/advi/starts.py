@@ -110,7 +110,7 @@ def from_fit(family: Family, init: FitResult, layout: Layout, dtype: str) -> dic
         not pass its test of the mode, or a flow of another size.
     """
     if not isinstance(init, FitResult):
-        raise ValueError(f"init must be a FitResult of this model (what bnn_zoo.fit returns), got {init!r}")
+        raise ValueError(f"init must be a FitResult of this model (what bnn_zoo.fit returns), got {type(init).__name__}")
     if [(n, s) for n, _, s, _ in init.layout.slots] != [(n, s) for n, _, s, _ in layout.slots]:
         raise ValueError("init must be a fit of a model with the same variables and shapes")
     if init.method == "laplace" and not init.convergence.converged:
