@@ -114,7 +114,7 @@ def test_gaussian_prior_scale_and_constant_weighting(data_copy, tmp_path):
     (["--lr-decay-factor", "0"], "--lr-decay-factor: must be positive"),
     (["--lr-decay-epochs", "2"], "--lr-decay-epochs 2 is not before --epochs 2"),
     (["--epochs", "1000000000000"], "--epochs 1,000,000,000,000 is more than 100,000,000 steps"),
-    (["--seed", "-1"], "--seed: must be an integer >= 0"),
+    (["--seed", "-1"], "--seed: must be an integer in [0, 2**31), got -1"),
 ])
 def test_bad_arguments_exit_2_with_one_line_and_write_nothing(data_copy, tmp_path, capsys, extra,
                                                               message):

@@ -174,7 +174,7 @@ def test_resume_continues_an_interrupted_fit(finished, tmp_path):
     (["--resume"], "no checkpoint to resume from"),
     (["--epochs", "1", "--lr-decay-epochs", "1"], "--lr-decay-epochs 1 is not before --epochs 1"),
     (["--channels", "8", "8", "8", "8"], "--channels: 4 conv layers leave no pixels"),
-    (["--seed", "-1"], "--seed: must be an integer >= 0"),
+    (["--seed", "-1"], "--seed: must be an integer in [0, 2**31), got -1"),
 ])
 def test_bad_arguments_exit_2_with_one_line_and_write_nothing(data_copy, tmp_path, capsys, extra, message):
     argv = ["--data-dir", str(data_copy), *SMALL, "--out", str(tmp_path / "out"),

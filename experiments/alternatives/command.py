@@ -38,7 +38,7 @@ from pathlib import Path
 from bnn_zoo.experiments.alternatives.cases import (BENCHES, BENCHMARKS, METHODS, NOT_ON, REGRESSION_TASKS,
                                                     Benchmark, Spec)
 from bnn_zoo.experiments.alternatives.fits import load_draws, run_one
-from bnn_zoo.experiments.harness.flags import Parser, UsageError, check_writable, names, nonneg_int, positive_int
+from bnn_zoo.experiments.harness.flags import Parser, UsageError, check_writable, names, positive_int, seed
 from bnn_zoo.experiments.harness.runtime import hold_interrupts, keep_interrupts
 from bnn_zoo.experiments.harness.store import Store
 
@@ -125,7 +125,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                    help="toy: the data set (moons or circles; default moons); regression: tasks from "
                         f"{', '.join(REGRESSION_TASKS)} (default all)")
     p.add_argument("--noise", type=float, default=0.2, help="toy: the data's noise")
-    p.add_argument("--seed", type=nonneg_int, default=0, help="the data's and every method's seed")
+    p.add_argument("--seed", type=seed, default=0, help="the data's and every method's seed")
     p.add_argument("--epochs", type=positive_int, default=MNIST_EPOCHS, help="mnist: epochs of every method")
     p.add_argument("--limit-train", type=positive_int, default=None, help="mnist: use the first N training images")
     p.add_argument("--data-dir", default=None, help="mnist: folder of the IDX files (default $MNIST_DIR or a download)")

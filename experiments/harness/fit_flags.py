@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from bnn_zoo.experiments.harness.config import Experiment, RunConfig
-from bnn_zoo.experiments.harness.flags import (HelpFormatter, Parser, fraction, nonneg_int, positive_float,
+from bnn_zoo.experiments.harness.flags import (HelpFormatter, Parser, fraction, positive_float, seed,
                                                positive_int, unit_interval)
 from bnn_zoo.inference.advi import optim
 from bnn_zoo.inference.advi.estimators import ESTIMATORS
@@ -94,8 +94,8 @@ def add_fit_arguments(p: argparse.ArgumentParser, exp: Experiment) -> None:
                    "vectorised); 0: all run to the end and the best by q's ELBO (1,000 draws) is kept")
     g.add_argument("--draws", type=positive_int, default=d["draws"],
                    help="posterior draws for predictions" + (" and LOO" if exp.loo else ""))
-    g.add_argument("--seed", type=nonneg_int, default=d["seed"], help="data, init and Monte Carlo seed")
-    g.add_argument("--init-seed", type=nonneg_int, default=None,
+    g.add_argument("--seed", type=seed, default=d["seed"], help="data, init and Monte Carlo seed")
+    g.add_argument("--init-seed", type=seed, default=None,
                    help="seed of the initial means and the Monte Carlo noise only (default: --seed); "
                    "restart k uses it + k")
     g = p.add_argument_group("output")

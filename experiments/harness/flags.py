@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 __all__ = ["HelpFormatter", "Parser", "UsageError", "check_writable", "fraction", "int_list", "n_train", "names",
-           "nonneg_float", "nonneg_int", "positive_float", "positive_int", "unit_interval"]
+           "nonneg_float", "nonneg_int", "positive_float", "positive_int", "seed", "unit_interval"]
 
 
 class UsageError(ValueError):
@@ -188,6 +188,35 @@ def nonneg_int(text):
     value = _number(int, text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
+    return value
+
+
+def seed(text):
+    """A seed, from a flag's text: an integer in ``[0, 2**31)``.
+
+    For ``type=`` of an argparse argument. The library takes seeds below
+    ``2**32`` (:data:`~bnn_zoo.inference.support.seeds.SEED_LIMIT`); a command
+    adds a restart's or a member's number to its seed, so the flag stays
+    below half of that.
+
+    Parameters
+    ----------
+    text : str
+        The flag's value as typed.
+
+    Returns
+    -------
+    int
+        The seed.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        If ``text`` is not an integer in that range.
+    """
+    value = _number(int, text)
+    if not 0 <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**31), got {value}")
     return value
 
 
