@@ -238,9 +238,9 @@ def fit(
                              "it chooses each rung's settings (docs/user_guide/families.md); to set them, "
                              "fit the rung's method yourself")
     try:
-        if chosen.name == "auto":
+        if isinstance(chosen, methods.Auto):
             return fit_auto(model, chosen, steps=steps, random_seed=random_seed, progressbar=progressbar)
-        if chosen.name == "laplace":
+        if isinstance(chosen, methods.Laplace):
             return fit_laplace(model, chosen, steps=steps, random_seed=random_seed)
         return fit_advi(model, method=method, steps=steps, optimizer=optimizer, objective=objective,
                         batch_size=batch_size, minibatch=minibatch, init=init, average=average,

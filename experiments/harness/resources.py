@@ -208,11 +208,15 @@ def _pin_workers(client) -> None:
 
 
 def _quiet_worker_close() -> None:
-    # A worker closed while it runs a task (after Ctrl-C) warns of each task it drops; the
-    # interrupt's own line says it all. The logger warns of nothing else.
+    # A worker closed while it runs a task (after Ctrl-C) warns of each task it drops, and, where its
+    # next heartbeat comes before it is killed, logs the scheduler's absence with a traceback; the
+    # interrupt's own line says it all. The state machine's logger warns of nothing else, and a
+    # scheduler lost while the sweep runs fails the client's own calls.
     import logging
 
     logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
+    logging.getLogger("distributed.worker").addFilter(
+        lambda record: "during heartbeat" not in record.getMessage())
 
 
 class progress:
