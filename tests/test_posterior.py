@@ -448,3 +448,81 @@ def test_the_log_prior_group_is_pymcs_in_one_program(fitted):
     logp = add_log_prior(draws, mv)["log_prior"]["x"]
     np.testing.assert_allclose(logp.values[0], st.multivariate_normal(np.zeros(2), np.eye(2)).logpdf(
         draws["posterior"]["x"].values[0]), rtol=1e-12)
+
+
+def test_predict_draws_an_observed_variable_at_its_datas_shape_as_pymc_does():
+    """A mean shared by every row (a scalar, or (1, 3) under (15, 3)) is drawn once per row and column,
+    as pm.sample_posterior_predictive draws it; along an axis the parameters span (the rows of a
+    container), new data of another length give as many draws."""
+    rng = np.random.default_rng(0)
+    with pm.Model() as shared:
+        mu, s = pm.Normal("mu", 0, 10), pm.HalfNormal("s", 2)
+        pm.Normal("y", mu, s, observed=rng.normal(3, 1, size=20))
+    result = bnn_zoo.fit(shared, steps=1000, progressbar=False)
+    idata = sample(result, 200)
+    ours = predict(result, idata=idata)["predictions"]["y"]
+    with shared, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = pm.sample_posterior_predictive(idata, progressbar=False)["posterior_predictive"]["y"]
+    assert ours.shape == theirs.shape == (1, 200, 20)
+    assert abs(float(ours.std()) - float(theirs.std())) < 0.1 * float(theirs.std())
+    with pm.Model() as columns:
+        x = pm.Data("x", rng.normal(size=(15, 1)), shape=(None, 1))
+        pm.Normal("y", pm.Normal("b", 0, 1) * x + pm.Normal("c", 0, 1, shape=3), 1, observed=rng.normal(size=(15, 3)))
+    result = bnn_zoo.fit(columns, steps=500, progressbar=False)
+    assert predict(result, draws=20)["predictions"]["y"].shape == (1, 20, 15, 3)
+    assert predict(result, {"x": np.ones((7, 1))}, draws=20)["predictions"]["y"].shape == (1, 20, 7, 3)
+
+
+def test_predict_in_chunks_gives_each_chunk_its_own_noise():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=40)
+    with pm.Model() as model:
+        X = pm.Data("x", x)
+        pm.Normal("y", pm.Normal("b", 0, 5) * X, 1.0, observed=2 * x + rng.normal(size=40), shape=X.shape)
+    result = bnn_zoo.fit(model, steps=1000, progressbar=False)
+    whole, chunked = (predict(result, {"x": np.zeros(6)}, draws=2000, chunk=c)["predictions"]["y"].values.reshape(-1, 6)
+                      for c in (None, 2))
+    np.testing.assert_array_equal(chunked[:, :2], whole[:, :2])  # the first chunk is the whole's first rows
+    corr = np.corrcoef(chunked.T)[np.triu_indices(6, 1)]
+    assert np.abs(corr).max() < 0.1  # rows of other chunks do not share their noise (they did: 1.0)
+    assert chunked.sum(1).std() == pytest.approx(whole.sum(1).std(), rel=0.1)
+
+
+def test_predict_refuses_to_zero_an_input_the_predictions_are_computed_from():
+    """Left out of new data, a container of the changed rows is zeros of the new length: right for
+    observed values, which a prediction replaces, and refused for an input (it made mu wrong, silently)."""
+    rng = np.random.default_rng(0)
+    x1, x2 = rng.normal(size=40), rng.normal(5, 1, size=40)
+    with pm.Model(coords={"obs": range(40)}) as model:
+        X1, X2 = pm.Data("x1", x1, dims="obs"), pm.Data("x2", x2, dims="obs")
+        observed = pm.Data("y_data", x1 + x2 + rng.normal(size=40) * 0.3, dims="obs")
+        mu = pm.Deterministic("mu", pm.Normal("a", 0, 5) * X1 + pm.Normal("b", 0, 5) * X2, dims="obs")
+        pm.Normal("y", mu, 0.3, observed=observed, dims="obs")
+    result = bnn_zoo.fit(model, steps=1500, progressbar=False)
+    with pytest.raises(ValueError, match=r"new data must give 'x2' too: it runs over the rows that 'x1' changes"):
+        predict(result, {"x1": np.array([0.0, 1.0, 2.0])}, var_names=["mu"])
+    both = predict(result, {"x1": np.array([0.0, 1.0, 2.0]), "x2": np.ones(3)}, var_names=["mu", "y"], draws=20)
+    assert both["predictions"]["y"].shape == (1, 20, 3)
+    np.testing.assert_array_equal(both["predictions_constant_data"]["y_data"], np.zeros(3))
+
+
+def test_a_mixture_of_fits_on_other_data_and_a_prediction_from_observed_values_are_refused():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=30)
+
+    def regression(slope):
+        with pm.Model() as model:
+            X = pm.Data("x", x)
+            b = pm.Normal("b", 0, 5)
+            y = pm.Normal("y", b * X, 1, observed=slope * x + rng.normal(size=30), shape=X.shape)
+            pm.Deterministic("resid", y - b * X)
+        return model
+
+    first, other = (bnn_zoo.fit(regression(s), steps=300, progressbar=False) for s in (2.0, -3.0))
+    with pytest.raises(ValueError, match="fits of one model on the same data: fit 1's"):
+        sample([first, other], 100)
+    again = bnn_zoo.fit(first.model, steps=300, random_seed=1, progressbar=False)
+    assert sample([first, again], 100).attrs["draws_from"] == "2 fit(s)"
+    with pytest.raises(ValueError, match="'resid' is computed from the observed values of 'y'"):
+        predict(first, {"x": np.zeros(3)}, var_names=["resid"])

@@ -357,13 +357,39 @@ class Predictive:
     jitted: dict = field(default_factory=dict, repr=False)
 
 
+def _redrawn(node, rng):
+    """An observed variable's distribution (``node``, a ``RandomVariable``'s) drawn afresh with ``rng``.
+
+    Along an axis its parameters span, the draw's length is theirs, so that new inputs of any length
+    give as many draws; along an axis they do not (a mean shared by every row, ``mu`` of shape
+    ``(n, 1)`` under data ``(n, 3)``), it is the observed variable's own length, as PyMC's
+    ``sample_posterior_predictive`` draws it (a size set by the model's dims alone would keep the
+    training length everywhere).
+    """
+    params, size = node.op.dist_params(node), node.op.size_param(node)
+    batch = node.outputs[1].ndim - node.op.ndim_supp
+    if batch == 0 or size is None or size.type.__class__.__name__ == "NoneTypeT":
+        return node.op(*params, rng=rng)
+    if node.op.ndim_supp:  # a multivariate variable: its size where its parameters fall short of it
+        rv = node.op(*params, rng=rng)
+        return rv if rv.ndim >= node.outputs[1].ndim else node.op(*params, size=size, rng=rng)
+    padded = [(1,) * (batch - p.type.ndim) + tuple(p.type.shape) for p in params]
+    spanned = [any(shape[axis] != 1 for shape in padded) for axis in range(batch)]
+    if all(spanned):
+        return node.op(*params, rng=rng)
+    lengths = pt.broadcast_shape(*params, arrays_are_shapes=False)
+    lengths = (1,) * (batch - len(lengths)) + tuple(lengths)
+    return node.op(*params, size=pt.stack([lengths[axis] if spanned[axis] else size[axis]
+                                           for axis in range(batch)]), rng=rng)
+
+
 def compile_predictive(model: pm.Model, var_names: tuple[str, ...]) -> Predictive:
     """:class:`Predictive` of ``var_names`` (deterministics, free or observed variables).
 
     An observed variable is redrawn from its distribution given the free
-    variables and the data, with its size left to its parameters where they
-    vary along all its axes, so that new inputs of any length give as many
-    draws (a size set by the model's dims would keep the training length).
+    variables and the data: along an axis its parameters span, as long as
+    they are (new inputs of any length give as many draws); along one they
+    do not, as long as its observed values (:func:`_redrawn`).
 
     Parameters
     ----------
@@ -380,7 +406,8 @@ def compile_predictive(model: pm.Model, var_names: tuple[str, ...]) -> Predictiv
     Raises
     ------
     ValueError
-        For a name the model does not have.
+        For a name the model does not have, or a variable computed from
+        an observed variable's values.
     NotImplementedError
         For an observed variable that is not a plain random variable.
     """
@@ -390,23 +417,31 @@ def compile_predictive(model: pm.Model, var_names: tuple[str, ...]) -> Predictiv
     if unknown:
         raise ValueError(f"model has no variable {', '.join(map(repr, unknown))}")
     rngs, outputs = [], []
+    from pytensor.graph.traversal import ancestors
+
+    def refuse_observed_inputs(name, graph):
+        uses = [v.name for v in ancestors(graph) if v in set(observed.values()) and v.name != name]
+        if uses:
+            raise ValueError(f"{name!r} is computed from the observed values of {uses[0]!r}, which a prediction "
+                             f"replaces by draws; predict {uses[0]!r}, and compute {name!r} from its draws")
+
     for name in var_names:
         if name not in observed:
+            refuse_observed_inputs(name, [model[name]])
             outputs.append(model[name])
             continue
         node = observed[name].owner
         while isinstance(node.op, MinibatchRandomVariable):  # total_size's wrapper
             node = node.inputs[0].owner
+        if isinstance(node.op, RandomVariable):
+            refuse_observed_inputs(name, list(node.op.dist_params(node)))
         if not isinstance(node.op, RandomVariable):
             raise NotImplementedError(
                 f"cannot redraw observed variable {name!r} ({type(node.op).__name__}); "
                 "ask for the deterministics it depends on instead")
         rng = RandomGeneratorType()(f"{name}_rng")
-        rv = node.op(*node.op.dist_params(node), rng=rng)
-        if rv.ndim < node.outputs[1].ndim:  # the parameters do not span the size
-            rv = node.op(*node.op.dist_params(node), size=node.op.size_param(node), rng=rng)
         rngs.append(rng)
-        outputs.append(rv)
+        outputs.append(_redrawn(node, rng))
     placeholders = [pt.tensor(name=f"{rv.name}_value", dtype=rv.dtype, shape=rv.type.shape)
                     for rv in model.free_RVs]
     outputs = graph_replace(outputs, dict(zip(model.free_RVs, placeholders)), strict=False)

@@ -165,7 +165,7 @@ def fit_list(fits) -> list[FitResult]:
     TypeError
         For anything other than a fit or a sequence of fits.
     ValueError
-        For no fits, or fits of different models.
+        For no fits, or fits of different models or of one model on different data.
     """
     if not isinstance(fits, (FitResult, list, tuple)) or (
             not isinstance(fits, FitResult) and not all(isinstance(f, FitResult) for f in fits)):
@@ -177,7 +177,25 @@ def fit_list(fits) -> list[FitResult]:
     layouts = {tuple((name, shape) for name, _, shape, _ in f.layout.slots) for f in fits}
     if len(layouts) > 1:
         raise ValueError("a mixture needs fits of one model (the same variables and shapes)")
+    first = _data_of(fits[0].model)
+    for i, f in enumerate(fits[1:], 1):
+        if f.model is not fits[0].model and not _same_data(first, _data_of(f.model)):
+            raise ValueError(f"a mixture needs fits of one model on the same data: fit {i}'s data containers or "
+                             f"observed values differ from fit 0's (its draws would be weighed on fit 0's data)")
     return fits
+
+
+def _data_of(model) -> list[np.ndarray]:
+    """A model's data: its containers' values and its observed variables' observed values."""
+    values = [v.get_value() for v in model.data_vars]
+    for rv in model.observed_RVs:
+        value = model.rvs_to_values[rv]
+        values.append(value.get_value() if hasattr(value, "get_value") else getattr(value, "data", None))
+    return [np.asarray(v) for v in values]
+
+
+def _same_data(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(x.shape == y.shape and np.array_equal(x, y, equal_nan=True) for x, y in zip(a, b))
 
 
 def draw_z(fits, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

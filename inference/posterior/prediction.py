@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pymc as pm
 from arviz_base import from_dict
@@ -77,14 +78,35 @@ def _index_lengths(model: pm.Model) -> dict[str, int]:
     return out
 
 
-def _new_data(model: pm.Model, new_data: Mapping | None) -> tuple[list[np.ndarray], dict[str, int]]:
+def _feeding(model: pm.Model, names) -> set[str]:
+    """The data containers the predicted variables ``names`` are computed from (an observed variable
+    from its distribution's parameters, not its observed values)."""
+    from pytensor.graph.traversal import ancestors
+
+    observed = {v.name: v for v in model.observed_RVs}
+    outputs = []
+    for name in names:
+        if name not in observed:
+            outputs.append(model[name])
+            continue
+        node = observed[name].owner
+        while not hasattr(node.op, "dist_params") and node.inputs and node.inputs[0].owner is not None:
+            node = node.inputs[0].owner  # total_size's wrapper
+        outputs += list(node.op.dist_params(node)) if hasattr(node.op, "dist_params") else [observed[name]]
+    containers = set(model.data_vars)
+    return {v.name for v in ancestors(outputs) if v in containers}
+
+
+def _new_data(model: pm.Model, new_data: Mapping | None, feeding: set = frozenset()
+              ) -> tuple[list[np.ndarray], dict[str, int]]:
     """Every container's value for the prediction, and the dims whose length changes.
 
     Containers in ``new_data`` take its values (checked against the
     container's rank and trailing shape); containers left out that share a
     changed dim (or, without dims, the changed leading length) are filled
-    with zeros of the new length: they only feed observed values, which a
-    prediction does not use.
+    with zeros of the new length where they only feed observed values, which
+    a prediction does not use, and refused where the predicted variables are
+    computed from them (``feeding``, :func:`_feeding`).
     """
     if new_data is not None and not isinstance(new_data, Mapping):
         raise ValueError(f"new_data must map data container names to their new values ({{'x': x_new}}), got "
@@ -131,6 +153,10 @@ def _new_data(model: pm.Model, new_data: Mapping | None) -> tuple[list[np.ndarra
             shape[axis] = changed.get(dim, shape[axis])
         if name not in dims and old.ndim and old.shape[0] in old_rows:
             shape[0] = changed[f"__rows_{old.shape[0]}"]
+        if list(old.shape) != shape and name in feeding:
+            raise ValueError(f"new data must give {name!r} too: it runs over the rows that "
+                             f"{', '.join(map(repr, new_data))} change{'s' * (len(new_data) == 1)}, and the "
+                             f"predicted variables are computed from it; pass its new values as well")
         out.append(old if list(old.shape) == shape else np.zeros(shape, old.dtype))
     return out, {k: v for k, v in changed.items() if not k.startswith("__rows_")}
 
@@ -229,7 +255,8 @@ def predict(source, new_data: Mapping | None = None, *, idata: DataTree | None =
     if not names:
         raise ValueError("no variables to predict: pass var_names")
     predictive = compile_predictive(model, names)  # a ValueError for unknown names
-    data, changed = _new_data(model, new_data)
+    data, changed = _new_data(model, new_data,
+                              _feeding(model, names) if isinstance(new_data, Mapping) and new_data else set())
     if chunk is not None and not (isinstance(chunk, (int, np.integer)) and chunk >= 1 and new_data):
         raise ValueError(f"chunk must be an integer >= 1 with new_data, got {chunk!r}")
     if idata is None:
@@ -252,17 +279,29 @@ def predict(source, new_data: Mapping | None = None, *, idata: DataTree | None =
     return _predictions_tree(model, names, values, data, changed, coords, chains, n_draws)
 
 
+def _folded(keys: np.ndarray, j: int) -> np.ndarray:
+    """Each of ``keys`` (raw key data, ``(..., 2)``) with ``j`` folded in: chunk ``j``'s own noise."""
+    if j == 0:
+        return keys
+    flat = jax.random.wrap_key_data(jnp.asarray(keys).reshape(-1, keys.shape[-1]))
+    return np.asarray(jax.random.key_data(jax.vmap(lambda k: jax.random.fold_in(k, j))(flat))).reshape(keys.shape)
+
+
 def _in_chunks(evaluate, per_draw, data: list, rows: int | None, chunk: int | None) -> list:
-    """``evaluate(per_draw, data)``, over the data's ``rows`` ``chunk`` at a time (the last padded)."""
+    """``evaluate(per_draw, data)``, over the data's ``rows`` ``chunk`` at a time (the last padded).
+
+    ``per_draw`` is ``(free values, keys)``; chunk ``j`` draws with the keys folded with ``j``, so
+    that no two chunks' rows share their noise.
+    """
     if chunk is None or rows <= chunk:
         return [np.asarray(v) for v in evaluate(per_draw, tuple(data))]
     cut = [np.ndim(d) > 0 and len(d) == rows for d in data]
     out = None
-    for start in range(0, rows, chunk):
+    for j, start in enumerate(range(0, rows, chunk)):
         stop = min(start + chunk, rows)
         part = tuple(np.concatenate([d[start:stop], np.repeat(d[stop - 1:stop], chunk - (stop - start), 0)])
                      if c else d for d, c in zip(data, cut))
-        values = [np.asarray(v) for v in evaluate(per_draw, part)]
+        values = [np.asarray(v) for v in evaluate((per_draw[0], _folded(per_draw[1], j)), part)]
         if out is None:
             if any(v.ndim < 2 or v.shape[1] != chunk for v in values):
                 raise ValueError("chunk needs every predicted variable's first axis to run over the rows")
