@@ -214,9 +214,11 @@ def seed(text):
     argparse.ArgumentTypeError
         If ``text`` is not an integer in that range.
     """
-    value = _number(int, text)
-    if not 0 <= value < 2**31:
-        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**31), got {value}")
+    from bnn_zoo.inference.support.seeds import SEED_LIMIT
+
+    value, limit = _number(int, text), SEED_LIMIT // 2
+    if not 0 <= value < limit:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**{limit.bit_length() - 1}), got {value}")
     return value
 
 

@@ -22,13 +22,14 @@ import pymc as pm
 import pytensor.tensor as pt
 from pymc.variational.minibatch_rv import MinibatchRandomVariable
 from pytensor.graph.replace import graph_replace
+from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.random.type import RandomGeneratorType
 
 from bnn_zoo.inference.compile import jax_fixes
 from bnn_zoo.inference.compile.graphs import jaxify, log_terms, memoized, with_data_inputs
 
-__all__ = ["Layout", "ModelFunction", "Predictive", "compile_model", "compile_predictive"]
+__all__ = ["Layout", "ModelFunction", "Predictive", "compile_model", "compile_predictive", "predicted_from"]
 
 
 @dataclass(frozen=True)
@@ -357,6 +358,30 @@ class Predictive:
     jitted: dict = field(default_factory=dict, repr=False)
 
 
+def predicted_from(model: pm.Model, name: str) -> list:
+    """What a prediction of variable ``name`` computes it from: the variable itself (free or
+    deterministic), or an observed variable's distribution parameters (not its observed values).
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model.
+    name : str
+        One of its free, deterministic or observed variables.
+
+    Returns
+    -------
+    list of pytensor.graph.basic.Variable
+        The graph's outputs whose ancestors are the prediction's inputs.
+    """
+    if model[name] not in model.observed_RVs:
+        return [model[name]]
+    node = model[name].owner
+    while isinstance(node.op, MinibatchRandomVariable):  # total_size's wrapper
+        node = node.inputs[0].owner
+    return list(node.op.dist_params(node)) if isinstance(node.op, RandomVariable) else [model[name]]
+
+
 def _redrawn(node, rng):
     """An observed variable's distribution (``node``, a ``RandomVariable``'s) drawn afresh with ``rng``.
 
@@ -417,24 +442,18 @@ def compile_predictive(model: pm.Model, var_names: tuple[str, ...]) -> Predictiv
     if unknown:
         raise ValueError(f"model has no variable {', '.join(map(repr, unknown))}")
     rngs, outputs = [], []
-    from pytensor.graph.traversal import ancestors
-
-    def refuse_observed_inputs(name, graph):
-        uses = [v.name for v in ancestors(graph) if v in set(observed.values()) and v.name != name]
+    for name in var_names:
+        uses = [v.name for v in ancestors(predicted_from(model, name)) if v in set(observed.values())
+                and v.name != name]
         if uses:
             raise ValueError(f"{name!r} is computed from the observed values of {uses[0]!r}, which a prediction "
                              f"replaces by draws; predict {uses[0]!r}, and compute {name!r} from its draws")
-
-    for name in var_names:
         if name not in observed:
-            refuse_observed_inputs(name, [model[name]])
             outputs.append(model[name])
             continue
         node = observed[name].owner
         while isinstance(node.op, MinibatchRandomVariable):  # total_size's wrapper
             node = node.inputs[0].owner
-        if isinstance(node.op, RandomVariable):
-            refuse_observed_inputs(name, list(node.op.dist_params(node)))
         if not isinstance(node.op, RandomVariable):
             raise NotImplementedError(
                 f"cannot redraw observed variable {name!r} ({type(node.op).__name__}); "

@@ -21,7 +21,7 @@ from xarray import DataTree
 from bnn_zoo.inference.support.renamed import refuse_renamed
 from bnn_zoo.inference.support.seeds import check_seed
 from bnn_zoo.inference.posterior.draws import map_draws
-from bnn_zoo.inference.compile.jaxmodel import compile_predictive
+from bnn_zoo.inference.compile.jaxmodel import compile_predictive, predicted_from
 from bnn_zoo.inference.posterior.result import FitResult
 from bnn_zoo.inference.posterior.sampling import model_coords, sample
 
@@ -79,22 +79,14 @@ def _index_lengths(model: pm.Model) -> dict[str, int]:
 
 
 def _feeding(model: pm.Model, names) -> set[str]:
-    """The data containers the predicted variables ``names`` are computed from (an observed variable
-    from its distribution's parameters, not its observed values)."""
+    """The data containers the predicted variables ``names`` are computed from
+    (:func:`~bnn_zoo.inference.compile.jaxmodel.predicted_from`: an observed variable's from its
+    distribution's parameters, not its observed values)."""
     from pytensor.graph.traversal import ancestors
 
-    observed = {v.name: v for v in model.observed_RVs}
-    outputs = []
-    for name in names:
-        if name not in observed:
-            outputs.append(model[name])
-            continue
-        node = observed[name].owner
-        while not hasattr(node.op, "dist_params") and node.inputs and node.inputs[0].owner is not None:
-            node = node.inputs[0].owner  # total_size's wrapper
-        outputs += list(node.op.dist_params(node)) if hasattr(node.op, "dist_params") else [observed[name]]
     containers = set(model.data_vars)
-    return {v.name for v in ancestors(outputs) if v in containers}
+    return {v.name for v in ancestors([out for name in names for out in predicted_from(model, name)])
+            if v in containers}
 
 
 def _new_data(model: pm.Model, new_data: Mapping | None, feeding: set = frozenset()

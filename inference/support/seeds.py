@@ -52,9 +52,9 @@ def check_seed(value, name: str = "random_seed") -> int:
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and 0 <= value < SEED_LIMIT:
         return int(value)
     shown = type(value).__name__ if isinstance(value, np.random.Generator) else repr(value)
-    raise ValueError(f"{name} must be an integer in [0, 2**32), got {shown}: every fit and draw is reproducible "
-                     f"from its seed; pass one ({name}=0), or int(np.random.default_rng().integers(2**31)) for a "
-                     f"fresh one")
+    raise ValueError(f"{name} must be an integer in [0, 2**{SEED_LIMIT.bit_length() - 1}), got {shown}: every fit "
+                     f"and draw is reproducible from its seed; pass one ({name}=0), or "
+                     f"int(np.random.default_rng().integers(2**31)) for a fresh one")
 
 
 def check_seeds(values: Sequence, name: str = "random_seed") -> list[int]:
