@@ -12,6 +12,9 @@ Each case is fitted at the library's defaults with ``random_seed=0`` and prints 
   narrow): k on 2,000 and on 20,000 draws of one q, and on three disjoint sets of 2,000.
 - ``schools``: the same near 0.7: mean-field ADVI on the centred eight schools, k on three disjoint
   sets of 4,000 draws of one q.
+- ``loo``: PSIS-LOO's pointwise k on Getting started's regression (200 points, three
+  parameters): the share above 0.7 and the largest after mean-field fits of 5,000 and 20,000 steps,
+  and after NUTS (``pm.sample`` on NumPyro, 4 x 1,000), with each one's ELPD.
 - ``modes``: full rank on an equal mixture of N(-4, 1) and N(4, 1): k, and the share of q's draws
   at the right-hand mode.
 - ``tail``: ``auto``'s Laplace rung alone on a HalfNormal(1) scale of three observations near
@@ -76,6 +79,33 @@ def _schools() -> dict:
                                                for i in range(3)]}
 
 
+def _loo() -> dict:
+    import pymc as pm
+
+    import bnn_zoo
+
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-2, 2, size=200)
+    y = 0.5 + 1.5 * x + rng.normal(0.0, 0.3, size=200)
+    with pm.Model(coords={"obs": np.arange(200)}) as model:
+        x_data = pm.Data("x", x, dims="obs")
+        intercept, slope = pm.Normal("intercept", 0, 5), pm.Normal("slope", 0, 5)
+        pm.Normal("y", intercept + slope * x_data, pm.HalfNormal("sigma", 1), observed=y, dims="obs")
+    row = {"case": "loo"}
+    for steps in (5_000, 20_000):
+        elpd = bnn_zoo.loo(bnn_zoo.sample(bnn_zoo.fit(model, steps=steps, random_seed=0, progressbar=False), 1000))
+        k = elpd.pareto_k.values
+        row.update({f"advi_{steps}_share_above": float(np.mean(k > 0.7)), f"advi_{steps}_k_max": float(k.max()),
+                    f"advi_{steps}_elpd": float(elpd.elpd)})
+    with model:
+        idata = pm.sample(1000, tune=1000, chains=4, nuts_sampler="numpyro", random_seed=0, progressbar=False,
+                          idata_kwargs={"log_likelihood": True})
+    import arviz as az
+
+    nuts = az.loo(idata)
+    return row | {"nuts_k_max": float(nuts.pareto_k.max()), "nuts_elpd": float(nuts.elpd)}
+
+
 def _modes() -> dict:
     import pymc as pm
 
@@ -120,7 +150,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
     rows = [_reweighted(name) for name in ("arK-arK", "kidiq-kidscore_interaction", "diamonds-diamonds")]
-    rows += [_noise(), _schools(), _modes(), _tail()]
+    rows += [_noise(), _schools(), _loo(), _modes(), _tail()]
     for row in rows:
         print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else
                         f"{k} {', '.join(f'{x:.2f}' for x in v)}" if isinstance(v, list) else f"{k} {v}"
