@@ -376,10 +376,16 @@ def predicted_from(model: pm.Model, name: str) -> list:
     """
     if model[name] not in model.observed_RVs:
         return [model[name]]
-    node = model[name].owner
-    while isinstance(node.op, MinibatchRandomVariable):  # total_size's wrapper
-        node = node.inputs[0].owner
+    node = _distribution(model[name])
     return list(node.op.dist_params(node)) if isinstance(node.op, RandomVariable) else [model[name]]
+
+
+def _distribution(rv):
+    """The node that draws an observed variable ``rv``, under ``total_size``'s wrappers."""
+    node = rv.owner
+    while isinstance(node.op, MinibatchRandomVariable):
+        node = node.inputs[0].owner
+    return node
 
 
 def _redrawn(node, rng):
@@ -451,9 +457,7 @@ def compile_predictive(model: pm.Model, var_names: tuple[str, ...]) -> Predictiv
         if name not in observed:
             outputs.append(model[name])
             continue
-        node = observed[name].owner
-        while isinstance(node.op, MinibatchRandomVariable):  # total_size's wrapper
-            node = node.inputs[0].owner
+        node = _distribution(observed[name])
         if not isinstance(node.op, RandomVariable):
             raise NotImplementedError(
                 f"cannot redraw observed variable {name!r} ({type(node.op).__name__}); "
