@@ -87,6 +87,21 @@ def test_an_output_folder_that_cannot_be_created_is_refused_in_one_line(tmp_path
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("flags, message", [
+    (["--prior", "cauchy", "--priors", "normal,laplace"],
+     "--prior cauchy picks the pair whose sensitivity plot --all-priors draws, and --priors has only normal,laplace"),
+    (["--hyperprior", "halfcauchy", "--hyperpriors", "fixed"],
+     "--hyperprior halfcauchy picks the pair whose sensitivity plot --all-priors draws, and --hyperpriors has only fixed"),
+])
+def test_a_sensitivity_pair_outside_the_compared_pairs_is_refused(tmp_path, capsys, flags, message):
+    """It drew no sensitivity plot, without a word."""
+    code = main(["--steps", "5", "--all-priors", *flags, "--out", str(tmp_path / "out")], dataset="moons")
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("flags", [["--priors", "normal,laplace"], ["--hyperpriors", "fixed"]])
 def test_grid_flags_without_all_priors_are_refused(tmp_path, capsys, flags):
     code = main(["--steps", "5", *flags, "--out", str(tmp_path / "out")], dataset="moons")
@@ -187,6 +202,8 @@ def test_all_priors_compares_the_grid_on_each_data_set(tmp_path):
         assert {"psense_prior_median", "psense_likelihood_median"} <= set(table.columns)
         for name in ("compare", "psense", "forest_scales", "weights_last_layer", "prior_grid"):
             assert (tmp_path / "fig" / dataset / f"{name}.png").stat().st_size > 0
+        # --prior's default, normal, is not compared: the first compared pair's plot is drawn (none was)
+        assert [p.name for p in (tmp_path / "fig" / dataset).glob("psense_*.png")] == ["psense_laplace-inversegamma.png"]
     assert "8 runs in" in proc.stdout and "circles cauchy-inversegamma" in proc.stdout
 
     # One data set's command writes what the two-data-set command wrote for it, to the last bit: both

@@ -489,6 +489,24 @@ def test_predict_in_chunks_gives_each_chunk_its_own_noise():
     assert chunked.sum(1).std() == pytest.approx(whole.sum(1).std(), rel=0.1)
 
 
+def test_predict_in_chunks_refuses_a_variable_that_does_not_run_over_the_rows():
+    """A group effect of length 3 under chunk=3 looked like a variable over the rows (its first axis
+    had the chunk's length), and came back cut and stitched as if it were one."""
+    rng = np.random.default_rng(0)
+    g = rng.integers(0, 3, size=30)
+    with pm.Model() as model:
+        G = pm.Data("g", g)
+        a = pm.Normal("a", 0, 1, shape=3)
+        pm.Deterministic("effect", 2 * a)
+        pm.Normal("y", a[G], 1.0, observed=rng.normal(size=30), shape=G.shape)
+    result = bnn_zoo.fit(model, steps=2000, progressbar=False)
+    new = {"g": np.arange(7) % 3}
+    with pytest.raises(ValueError, match=r"'effect' does not: predict it without chunk"):
+        predict(result, new, var_names=["y", "effect"], draws=10, chunk=3)
+    chunked = predict(result, new, var_names=["y"], draws=10, chunk=3)["predictions"]["y"]
+    assert chunked.shape == (1, 10, 7)
+
+
 def test_predict_refuses_to_zero_an_input_the_predictions_are_computed_from():
     """Left out of new data, a container of the changed rows is zeros of the new length: right for
     observed values, which a prediction replaces, and refused for an input (it made mu wrong, silently)."""

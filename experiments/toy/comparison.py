@@ -106,8 +106,7 @@ def write_comparison(args, runs: list, split, grid: tuple) -> str:
     if hierarchical:
         plots.save(plots.forest(hierarchical, [f"scale_{layer}" for layer in range(len(cfg0.hidden) + 1)]),
                    fig_dir / "forest_scales.png")
-    hyper = args.hyperprior if args.hyperprior in args.hyperpriors else args.hyperpriors[0]
-    plots.save(plots.weight_posteriors({p: idatas[f"{p}-{hyper}"] for p in args.priors}, f"W_{len(cfg0.hidden)}"),
+    plots.save(plots.weight_posteriors({p: idatas[f"{p}-{args.hyperprior}"] for p in args.priors}, f"W_{len(cfg0.hidden)}"),
                fig_dir / "weights_last_layer.png")
     xx, yy = grid
     plots.save(plots.prior_grid(

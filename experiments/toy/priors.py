@@ -145,11 +145,12 @@ def arguments(p: argparse.ArgumentParser, dataset: str | None) -> None:
     if dataset is None:
         p.add_argument("--datasets", type=names(NOISE, "data set"), default=list(NOISE),
                        help="comma-separated data sets, each fitted as its own command would")
-    p.add_argument("--prior", choices=sorted(WEIGHT_PRIORS), default="normal",
-                   help="prior on every weight and bias")
-    p.add_argument("--hyperprior", choices=sorted(HYPERPRIORS), default="inversegamma",
-                   help="hyperprior on each layer's prior scale (ignored by 'flat'; inversegamma: "
-                   "InverseGamma({alpha:g}, {beta:g}))".format(**HYPERPRIOR_PARAMS["inversegamma"]))
+    p.add_argument("--prior", choices=sorted(WEIGHT_PRIORS), default=None,
+                   help=f"prior on every weight and bias (default: {ToyConfig.prior}; with --all-priors, "
+                   "the pair whose sensitivity plot is drawn)")
+    p.add_argument("--hyperprior", choices=sorted(HYPERPRIORS), default=None,
+                   help=f"hyperprior on each layer's prior scale (default: {ToyConfig.hyperprior}; ignored by "
+                   "'flat'; inversegamma: InverseGamma({alpha:g}, {beta:g}))".format(**HYPERPRIOR_PARAMS["inversegamma"]))
     p.add_argument("--all-priors", action="store_true",
                    help="fit every prior x hyperprior pair and compare them by PSIS-LOO")
     p.add_argument("--priors", type=names(WEIGHT_PRIORS, "prior"), default=None,
@@ -186,7 +187,8 @@ def configs(args, dataset: str | None) -> list[ToyConfig]:
     Raises
     ------
     bnn_zoo.experiments.harness.flags.UsageError
-        If ``--priors`` or ``--hyperpriors`` is given without ``--all-priors``.
+        If ``--priors`` or ``--hyperpriors`` is given without ``--all-priors``, or, with it, a
+        ``--prior`` or ``--hyperprior`` that is not among the pairs.
     """
     datasets = [dataset] if dataset else args.datasets
     given = [flag for flag, value in (("--priors", args.priors), ("--hyperpriors", args.hyperpriors))
@@ -196,6 +198,14 @@ def configs(args, dataset: str | None) -> list[ToyConfig]:
                                 "or fit one pair with --prior and --hyperprior")
     args.priors = list(GRID_PRIORS) if args.priors is None else args.priors
     args.hyperpriors = sorted(HYPERPRIORS) if args.hyperpriors is None else args.hyperpriors
+    for name, among in (("prior", args.priors), ("hyperprior", args.hyperpriors)):
+        value, default = getattr(args, name), getattr(ToyConfig, name)
+        if args.all_priors and value is not None and value not in among:
+            raise runner.UsageError(f"--{name} {value} picks the pair whose sensitivity plot --all-priors draws, "
+                                    f"and --{name}s has only {','.join(among)}: add it there or drop --{name}")
+        if value is None:  # with --all-priors, the default if it is compared, else the first compared
+            value = default if not args.all_priors or default in among else among[0]
+        setattr(args, name, value)
     pairs = (list(itertools.product(args.priors, args.hyperpriors)) if args.all_priors
              else [(args.prior, args.hyperprior)])
     shared = fit_settings(args) | ({"progress": False} if args.all_priors else {})

@@ -264,9 +264,13 @@ def predict(source, new_data: Mapping | None = None, *, idata: DataTree | None =
                  .reshape(chains * n_draws, *posterior[rv.name].shape[2:]) for rv in model.free_RVs)
     keys = jax.random.key_data(jax.random.split(jax.random.key(random_seed),
                                                 (chains * n_draws, max(predictive.n_random, 1))))
-    evaluate = map_draws(predictive.jitted, "predict", lambda per_draw, data: predictive.fn(
-        per_draw[0], data, list(per_draw[1])[:predictive.n_random]))
+    def one_draw(per_draw, data):
+        return predictive.fn(per_draw[0], data, list(per_draw[1])[:predictive.n_random])
+
+    evaluate = map_draws(predictive.jitted, "predict", one_draw)
     rows = len(next(iter(new_data.values()))) if chunk else None
+    if chunk is not None and rows > chunk:
+        _check_rows(one_draw, (free, keys), data, rows, chunk, names)
     values = _in_chunks(evaluate, (free, keys), data, rows, chunk)
     return _predictions_tree(model, names, values, data, changed, coords, chains, n_draws)
 
@@ -277,6 +281,20 @@ def _folded(keys: np.ndarray, j: int) -> np.ndarray:
         return keys
     flat = jax.random.wrap_key_data(jnp.asarray(keys).reshape(-1, keys.shape[-1]))
     return np.asarray(jax.random.key_data(jax.vmap(lambda k: jax.random.fold_in(k, j))(flat))).reshape(keys.shape)
+
+
+def _check_rows(one_draw, per_draw, data: list, rows: int, chunk: int, names) -> None:
+    """Refuse ``chunk`` unless every output's first axis runs over the rows: as long as the rows with all
+    of them, and as long as a chunk with a chunk of them (shapes traced, nothing evaluated)."""
+    first = jax.tree_util.tree_map(lambda a: a[0], per_draw)
+    cut = [np.ndim(d) > 0 and len(d) == rows for d in data]
+    lengths = [[o.shape[0] if o.ndim else None for o in jax.eval_shape(
+        one_draw, first, tuple(np.asarray(d)[:n] if c else d for d, c in zip(data, cut)))] for n in (rows, chunk)]
+    wrong = [name for name, whole, part in zip(names, *lengths) if (whole, part) != (rows, chunk)]
+    if wrong:
+        raise ValueError(f"chunk needs every predicted variable's first axis to run over the new rows; "
+                         f"{', '.join(map(repr, wrong))} do{'es' * (len(wrong) == 1)} not: predict "
+                         f"{'it' if len(wrong) == 1 else 'them'} without chunk")
 
 
 def _in_chunks(evaluate, per_draw, data: list, rows: int | None, chunk: int | None) -> list:
@@ -295,8 +313,6 @@ def _in_chunks(evaluate, per_draw, data: list, rows: int | None, chunk: int | No
                      if c else d for d, c in zip(data, cut))
         values = [np.asarray(v) for v in evaluate((per_draw[0], _folded(per_draw[1], j)), part)]
         if out is None:
-            if any(v.ndim < 2 or v.shape[1] != chunk for v in values):
-                raise ValueError("chunk needs every predicted variable's first axis to run over the rows")
             out = [np.empty((v.shape[0], rows, *v.shape[2:]), v.dtype) for v in values]
         for o, v in zip(out, values):
             o[:, start:stop] = v[:, : stop - start]
