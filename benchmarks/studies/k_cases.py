@@ -17,6 +17,9 @@ Each case is fitted at the library's defaults with ``random_seed=0`` and prints 
   and after NUTS (``pm.sample`` on NumPyro, 4 x 1,000), with each one's ELPD.
 - ``modes``: full rank on an equal mixture of N(-4, 1) and N(4, 1): k, and the share of q's draws
   at the right-hand mode.
+- ``funnel``: ``auto``'s Gaussian rung alone on Neal's funnel (v ~ N(0, 3), nine x ~ N(0, e^(v/2)))
+  after 3,000 steps: k on 8,000 draws and on their halves, k on 32,000 more draws where it looks
+  again, whether it passed, and q's mean and sd of v against the posterior's 0 and 3.
 - ``tail``: ``auto``'s Laplace rung alone on a HalfNormal(1) scale of three observations near
   0.001, whose posterior falls as s^-3 beyond them: k, whether it passed, and the resampled draws'
   median and sd against the exact ones (a grid of 200,000 points).
@@ -119,6 +122,23 @@ def _modes() -> dict:
     return {"case": "modes", "k": float(idata.attrs["q_pareto_k"]), "share_right": float(np.mean(x > 0))}
 
 
+def _funnel() -> dict:
+    import pymc as pm
+
+    import bnn_zoo
+
+    with pm.Model() as model:
+        v = pm.Normal("v", 0, 3)
+        pm.Normal("x", 0, pm.math.exp(v / 2), shape=9)
+    result = bnn_zoo.fit(model, method=bnn_zoo.Auto(rungs=("gaussian",)), steps=3000, random_seed=0,
+                         progressbar=False)
+    entry = result.config["auto"]["path"][-1]
+    return {"case": "funnel", "k": entry["q_pareto_k_first"], "k_halves": list(entry["q_pareto_k_halves"]),
+            "k_more": entry["q_pareto_k_more"], "passed": bool(entry["passed"]),
+            "v_mean": float(result.mean["v"]), "v_sd": float(result.sd["v"]),
+            "v_mean_error_sd": abs(float(result.mean["v"])) / 3.0}
+
+
 def _tail() -> dict:
     import pymc as pm
     import scipy.stats as st
@@ -150,7 +170,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
     rows = [_reweighted(name) for name in ("arK-arK", "kidiq-kidscore_interaction", "diamonds-diamonds")]
-    rows += [_noise(), _schools(), _loo(), _modes(), _tail()]
+    rows += [_noise(), _schools(), _loo(), _modes(), _funnel(), _tail()]
     for row in rows:
         print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else
                         f"{k} {', '.join(f'{x:.2f}' for x in v)}" if isinstance(v, list) else f"{k} {v}"
