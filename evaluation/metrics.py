@@ -64,7 +64,8 @@ def log_predictive(proba, y, xp=np):
 
 
 def _log_predictive(p, y, xp):
-    return xp.log(xp.clip(p[xp.arange(len(y)), y], 1e-300, None))
+    # a probability of 0 is clipped to 1e-300, or in float32 (where 1e-300 is 0) to its smallest normal number
+    return xp.log(xp.clip(p[xp.arange(len(y)), y], max(1e-300, float(xp.finfo(p.dtype).tiny)), None))
 
 
 def nll(proba, y) -> float:

@@ -61,3 +61,17 @@ def test_reliability_table_by_hand():
     assert np.isnan(table["confidence"][:2]).all() and np.isnan(table["accuracy"][:2]).all()
     # ECE is the count-weighted gap of the same table.
     assert ece(proba, y, n_bins=4) == pytest.approx(0.5 * 0.125 + 0.5 * 0.435)
+
+
+def test_a_probability_of_zero_scores_finite_in_float32_under_jax_as_under_numpy():
+    """1e-300, the clip of a probability of 0, is 0 in float32: a sweep's float32 device program
+    scored such a point's NLL inf where NumPy scored it finite."""
+    import jax.numpy as jnp
+
+    from bnn_zoo.evaluation.metrics import scores
+
+    p, y = np.array([[1.0, 0.0], [0.3, 0.7]], np.float32), np.array([1, 1])
+    on_device = float(scores(jnp.asarray(p), jnp.asarray(y), jnp)["nll"])
+    assert np.isfinite(on_device)
+    assert on_device == pytest.approx((-np.log(np.finfo(np.float32).tiny) - np.log(0.7)) / 2, rel=1e-5)
+    assert np.isfinite(float(scores(p, y)["nll"]))
