@@ -6,8 +6,9 @@ from predictive draws. :func:`conformal_intervals` and :func:`conformal_sets` tu
 predictive into intervals or label sets that hold a new target with probability at least
 :math:`\\alpha`, whatever the model gets wrong, given a calibration set exchangeable with the
 test points (split conformal prediction; Vovk, Gammerman and Shafer, *Algorithmic Learning in a
-Random World*). The quantile logic is crepes' (Boström, *crepes: a Python package for
-generating conformal regressors and predictive systems*).
+Random World*). The quantile's rank is counted in integers (:func:`conformal_rank`): in floating
+point ``(n + 1) * (1 - 0.9)`` falls just below a whole number, and a rank computed from it is one
+too high at every ``n + 1`` divisible by 10 (intervals that cover 95% at ``n = 19``, not 90%).
 
 The regression intervals are *normalised* by the model's own predictive sd,
 
@@ -37,11 +38,12 @@ True
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["CONFORMAL_FOLDS", "CONFORMAL_LEVELS", "LEVELS", "PROBA_ATOL", "conformal_intervals", "conformal_sets",
-           "coverage_metrics", "interval_coverage", "min_calibration_size", "set_coverage"]
+__all__ = ["CONFORMAL_FOLDS", "CONFORMAL_LEVELS", "LEVELS", "PROBA_ATOL", "conformal_intervals", "conformal_rank",
+           "conformal_sets", "coverage_metrics", "interval_coverage", "min_calibration_size", "set_coverage"]
 
 #: The central predictive intervals scored by default: 50%, 90% and 95%.
 LEVELS = (0.5, 0.9, 0.95)
@@ -115,6 +117,33 @@ def _checked(name: str, value, kind: str, n: int | None = None, k: int | None = 
     return a
 
 
+def conformal_rank(n: int, level: float) -> int:
+    """The rank of the conformal quantile among ``n`` calibration scores: :math:`\\lceil (n+1)\\alpha \\rceil`.
+
+    Counted in integers, so that a product that is a whole number in exact arithmetic gives that
+    number (in floating point ``20 * 0.9`` and ``20 * (1 - 0.9)`` miss it by one unit in the last place).
+
+    Parameters
+    ----------
+    n : int
+        Calibration points.
+    level : float
+        The coverage asked for, in (0, 1).
+
+    Returns
+    -------
+    int
+        The rank, from 1; above ``n`` where the calibration set is too small for ``level``.
+
+    Examples
+    --------
+    >>> [conformal_rank(19, 0.9), conformal_rank(20, 0.9), conformal_rank(69, 0.9), conformal_rank(19, 0.95)]
+    [18, 19, 63, 19]
+    """
+    exact = Fraction(_level(level)).limit_denominator(10**9)  # 0.9 as 9/10, as the user meant it
+    return -(-(n + 1) * exact.numerator // exact.denominator)
+
+
 def min_calibration_size(level: float) -> int:
     """The fewest calibration points that give a finite conformal quantile at ``level``.
 
@@ -126,19 +155,24 @@ def min_calibration_size(level: float) -> int:
     Returns
     -------
     int
-        The smallest ``n`` with :math:`\\lfloor (1-\\alpha)(n+1) \\rfloor \\ge 1`, computed as
-        crepes computes it (about :math:`\\alpha / (1-\\alpha)`: 9 or 10 at 90%, 19 at 95%).
+        The smallest ``n`` whose :func:`conformal_rank` is at most ``n`` (about
+        :math:`\\alpha / (1-\\alpha)`: 9 at 90%, 19 at 95%).
 
     Examples
     --------
     >>> [min_calibration_size(a) for a in (0.5, 0.9, 0.95, 0.99)]
-    [1, 10, 19, 99]
+    [1, 9, 19, 99]
     """
     level = _level(level)
-    n = max(1, math.ceil(1 / (1 - level)) - 1)
-    while int((1 - level) * (n + 1)) < 1:
+    n = max(1, math.floor(level / (1 - level)) - 1)
+    while conformal_rank(n, level) > n:
         n += 1
     return n
+
+
+def _quantile(scores: np.ndarray, level: float) -> float:
+    """The :func:`conformal_rank`-th smallest of ``scores`` (their number checked by :func:`_check_size`)."""
+    return float(np.sort(scores)[conformal_rank(len(scores), level) - 1])
 
 
 def _check_size(n: int, level: float, what: str) -> None:
@@ -257,8 +291,8 @@ def set_coverage(y, proba, levels=(0.9, 0.95), conformal: bool = False) -> dict[
 def conformal_intervals(y_cal, draws_cal, draws_test, level: float = 0.9) -> np.ndarray:
     """Split-conformal intervals, normalised by the predictive sd, with coverage at least ``level``.
 
-    The point prediction is the draws' mean and the difficulty their sd, at each point; crepes'
-    normalised ``ConformalRegressor`` calibrates the scaled residuals of ``y_cal``. Under
+    The point prediction is the draws' mean and the difficulty their sd, at each point; the
+    half-width is the sd times the :func:`conformal_rank`-th smallest scaled residual of ``y_cal``. Under
     exchangeability of the calibration and test points, each interval holds its target with
     probability at least ``level`` (and at most ``level + 1/(n+1)`` for continuous scores).
 
@@ -312,8 +346,6 @@ def conformal_intervals(y_cal, draws_cal, draws_test, level: float = 0.9) -> np.
     >>> round(float(np.mean((lo <= y_test) & (y_test <= hi))), 2)
     0.89
     """
-    from crepes import ConformalRegressor
-
     level = _level(level)
     y_cal = _checked("y_cal", y_cal, "targets")
     _check_size(len(y_cal), level, "conformal_intervals")
@@ -322,17 +354,17 @@ def conformal_intervals(y_cal, draws_cal, draws_test, level: float = 0.9) -> np.
     if (sd_cal <= 0).any() or (sd_test <= 0).any():
         raise ValueError("conformal_intervals: the draws' sd is zero at some points (one draw, or a "
                          "deterministic predictive); pass predictive draws that include the noise")
-    regressor = ConformalRegressor().fit(y_cal - cal.mean(0), sigmas=sd_cal)
-    return regressor.predict_int(test.mean(0), sigmas=sd_test, confidence=level)
+    q = _quantile(np.abs(y_cal - cal.mean(0)) / sd_cal, level)
+    centre = test.mean(0)
+    return np.column_stack([centre - q * sd_test, centre + q * sd_test])
 
 
 def conformal_sets(y_cal, proba_cal, proba_test, level: float = 0.9) -> np.ndarray:
     """Split-conformal prediction sets of a classifier, holding the true label with probability ``level``.
 
     The non-conformity of a label is one minus its predictive probability (the mean over draws);
-    crepes' ``ConformalClassifier`` turns the calibration scores into a p-value per test point and
-    label, and a label enters the set when its p-value exceeds ``1 - level`` (unsmoothed p-values:
-    the conservative sets).
+    a label enters a point's set when its non-conformity is at most the :func:`conformal_rank`-th
+    smallest of the calibration labels' (the conservative sets: no randomisation at ties).
 
     Parameters
     ----------
@@ -358,8 +390,6 @@ def conformal_sets(y_cal, proba_cal, proba_test, level: float = 0.9) -> np.ndarr
         non-finite, outside [0, 1], or in rows that do not sum to 1 (within
         :data:`PROBA_ATOL`).
     """
-    from crepes import ConformalClassifier
-
     level = _level(level)
     p_cal, p_test = _checked("proba_cal", proba_cal, "proba"), _checked("proba_test", proba_test, "proba")
     k = p_cal.shape[-1]
@@ -368,8 +398,7 @@ def conformal_sets(y_cal, proba_cal, proba_test, level: float = 0.9) -> np.ndarr
                          "in the same order, to both")
     y = _checked("y_cal", y_cal, "labels", len(p_cal), k)
     _check_size(len(y), level, "conformal_sets")
-    classifier = ConformalClassifier().fit(1 - p_cal[np.arange(len(y)), y])
-    return classifier.predict_set(1 - p_test, confidence=level, smoothing=False).astype(bool)
+    return 1 - p_test <= _quantile(1 - p_cal[np.arange(len(y)), y], level)
 
 
 def coverage_metrics(y, draws=None, *, proba=None, suffix: str = "") -> dict[str, float]:

@@ -77,15 +77,37 @@ def test_a_calibration_set_too_small_or_bad_labels_are_one_clear_line(call, mess
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-def test_min_calibration_size_is_where_crepes_first_gives_a_finite_interval():
-    from crepes import ConformalRegressor
-
-    for level in (0.8, 0.9, 0.95, 0.99):
+def test_min_calibration_size_is_where_the_rank_first_fits():
+    for level in (0.5, 0.8, 0.9, 0.95, 0.99):
         n = calibration.min_calibration_size(level)
-        finite = [np.isfinite(ConformalRegressor().fit(np.arange(1.0, m + 1), sigmas=np.ones(m))
-                              .predict_int(np.zeros(1), sigmas=np.ones(1), confidence=level)).all()
-                  for m in (n - 1, n)]
-        assert finite == [False, True], level
+        assert calibration.conformal_rank(n - 1, level) > n - 1 >= 0 or n == 1
+        assert calibration.conformal_rank(n, level) <= n
+        # the exact rank, ceil((n + 1) level), from the level as a fraction of integers
+        num, den = {0.5: (1, 2), 0.8: (4, 5), 0.9: (9, 10), 0.95: (19, 20), 0.99: (99, 100)}[level]
+        assert calibration.conformal_rank(n, level) == -(-(n + 1) * num // den)
+
+
+@pytest.mark.parametrize("n", [19, 29, 69])
+def test_conformal_intervals_and_sets_cover_their_level_where_n_plus_1_is_a_multiple_of_10(n):
+    """At these sizes a rank from floating point took the next score up: 90% intervals covered
+    0.951 at n = 19 and 0.934 at n = 29 (the exact rank gives 18/20 and 27/30)."""
+    rng = np.random.default_rng(n)
+    reps = 4000
+    y_cal, y_test = rng.normal(size=(reps, n)), rng.normal(size=reps)
+    draws = rng.normal(size=(400, 1))
+    draws = (draws - draws.mean()) / draws.std()  # mean 0, sd 1: the half-width is a score itself
+    k = calibration.conformal_rank(n, 0.9)
+    hits = sets_hits = 0
+    for y, t in zip(y_cal, y_test):
+        lo, hi = calibration.conformal_intervals(y, np.repeat(draws, n, 1), draws, level=0.9)[0]
+        assert hi == pytest.approx(np.sort(np.abs(y))[k - 1])  # the k-th smallest score, exactly
+        hits += lo <= t <= hi
+        p_cal = np.column_stack([1 / (1 + np.exp(-y)), 1 - 1 / (1 + np.exp(-y))])  # label 0's p from y
+        p_test = np.array([[1 / (1 + np.exp(-t)), 1 - 1 / (1 + np.exp(-t))]])
+        sets_hits += calibration.conformal_sets(np.zeros(n, int), p_cal, p_test, level=0.9)[0, 0]
+    exact = k / (n + 1)
+    for coverage in (hits / reps, sets_hits / reps):  # the exact coverage k / (n + 1), within 3 se
+        assert abs(coverage - exact) < 3 * np.sqrt(exact * (1 - exact) / reps)
 
 
 def test_coverage_metrics_leave_a_level_the_folds_cannot_calibrate_blank():
