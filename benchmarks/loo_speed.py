@@ -17,6 +17,7 @@ import os
 import platform
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from bnn_zoo.inference.support.io import write_json
 def _host() -> str:
     """The CPU's model name, and whether it has AVX-512 (Linux; the machine's type elsewhere)."""
     try:
-        info = open("/proc/cpuinfo").read()
+        info = Path("/proc/cpuinfo").read_text()
     except OSError:
         return platform.machine()
     name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "")
