@@ -283,11 +283,15 @@ def _folded(keys: np.ndarray, j: int) -> np.ndarray:
     return np.asarray(jax.random.key_data(jax.vmap(lambda k: jax.random.fold_in(k, j))(flat))).reshape(keys.shape)
 
 
+def _over_rows(data: list, rows: int) -> list[bool]:
+    """Which of the data containers run over the new rows (the ones ``chunk`` cuts)."""
+    return [np.ndim(d) > 0 and len(d) == rows for d in data]
+
+
 def _check_rows(one_draw, per_draw, data: list, rows: int, chunk: int, names) -> None:
     """Refuse ``chunk`` unless every output's first axis runs over the rows: as long as the rows with all
     of them, and as long as a chunk with a chunk of them (shapes traced, nothing evaluated)."""
-    first = jax.tree_util.tree_map(lambda a: a[0], per_draw)
-    cut = [np.ndim(d) > 0 and len(d) == rows for d in data]
+    first, cut = jax.tree_util.tree_map(lambda a: a[0], per_draw), _over_rows(data, rows)
     lengths = [[o.shape[0] if o.ndim else None for o in jax.eval_shape(
         one_draw, first, tuple(np.asarray(d)[:n] if c else d for d, c in zip(data, cut)))] for n in (rows, chunk)]
     wrong = [name for name, whole, part in zip(names, *lengths) if (whole, part) != (rows, chunk)]
@@ -305,7 +309,7 @@ def _in_chunks(evaluate, per_draw, data: list, rows: int | None, chunk: int | No
     """
     if chunk is None or rows <= chunk:
         return [np.asarray(v) for v in evaluate(per_draw, tuple(data))]
-    cut = [np.ndim(d) > 0 and len(d) == rows for d in data]
+    cut = _over_rows(data, rows)
     out = None
     for j, start in enumerate(range(0, rows, chunk)):
         stop = min(start + chunk, rows)
